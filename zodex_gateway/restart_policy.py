@@ -1,0 +1,34 @@
+"""How often a workdir's worker may crash before the gateway stops restarting it.
+
+A small state machine kept apart from the spawn code: ``ok`` → (crashes within the window
+reach the limit) → ``gave_up`` until the window has passed since the last crash.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RestartPolicy:
+    max_crashes: int = 3
+    window_s: float = 60.0
+    _crashes: deque[float] = field(default_factory=deque)
+
+    def record_crash(self, now: float | None = None) -> None:
+        self._crashes.append(time.monotonic() if now is None else now)
+
+    def _trim(self, now: float) -> None:
+        while self._crashes and self._crashes[0] < now - self.window_s:
+            self._crashes.popleft()
+
+    def gave_up(self, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        self._trim(now)
+        return len(self._crashes) >= self.max_crashes
+
+    def recent_crashes(self, now: float | None = None) -> int:
+        self._trim(time.monotonic() if now is None else now)
+        return len(self._crashes)

@@ -1,0 +1,276 @@
+"""Finding, starting, watching and stopping workers — with no session table.
+
+``worker_for(real path)`` connects to the workdir's worker, spawning it under a file lock
+(so two gateways never start two workers for one workdir) and waiting for its ``READY``
+line. ``route_handle`` reads the worker id and incarnation out of a handle and answers:
+the live worker, the tombstone an incarnation left when it exited cleanly, *lost* when
+that incarnation died, or *unknown*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import signal
+import time
+from typing import Any
+
+import msgpack
+import zmq
+import zmq.asyncio
+
+from zodex_protocol import messages
+from zodex_protocol.envelope import WireCodec
+from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.handles import MAX_INCARNATION, SessionHandle, worker_id_for
+from zodex_protocol.layout import WorkerRecord
+from zodex_protocol.version import PROTOCOL_VERSION
+from zodex_gateway.restart_policy import RestartPolicy
+from zodex_gateway.runtime import Runtime, worker_argv
+from zodex_gateway.worker_client import WorkerClient
+from zodex_worker import proctree
+
+log = logging.getLogger("zodex.gateway")
+
+READY_TIMEOUT_S = 15.0
+HEALTH_TIMEOUT_S = 3.0
+SHUTDOWN_WAIT_S = 8.0  # the worker's own kill grace (5 s) plus margin, inside SPEC's 10 s
+
+
+def lost_message(handle: str, workdir: str) -> str:
+    return (
+        f"session {handle} was lost: the worker for {workdir} exited unexpectedly; "
+        "start the command again"
+    )
+
+
+def record_alive(record: WorkerRecord) -> bool:
+    info = proctree.read_proc(record.pid) if proctree.HAVE_PROC else None
+    if proctree.HAVE_PROC:
+        return info is not None and not info.zombie and info.start == record.pid_start
+    try:
+        os.kill(record.pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+class Supervisor:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.layout = runtime.layout
+        self.codec = WireCodec(runtime.key)
+        self.context = zmq.asyncio.Context()
+        self.clients: dict[str, WorkerClient] = {}
+        self.policies: dict[str, RestartPolicy] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._children: dict[int, asyncio.subprocess.Process] = {}
+        self._counted_crashes: set[tuple[str, int]] = set()
+        self.stopping = False
+
+    # ---- workdir → worker --------------------------------------------------------------
+
+    async def worker_for(self, real_path: str) -> WorkerClient:
+        if self.stopping:
+            raise ProtocolError(ErrorCode.STOPPING, "runtime is stopping; new tool calls are not accepted")
+        worker_id = worker_id_for(real_path)
+        client = self.clients.get(worker_id)
+        if client is not None and client.alive:
+            return client
+        async with self._locks.setdefault(worker_id, asyncio.Lock()):
+            client = self.clients.get(worker_id)
+            if client is not None and client.alive:
+                return client
+            lock_fd = await asyncio.to_thread(self._lock_spawn, worker_id)
+            try:
+                return await self._connect_or_spawn(worker_id, real_path)
+            finally:
+                os.close(lock_fd)  # closing drops the flock
+
+    def _lock_spawn(self, worker_id: str) -> int:
+        fd = os.open(self.layout.spawn_lock(worker_id), os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    async def _connect_or_spawn(self, worker_id: str, real_path: str) -> WorkerClient:
+        record = WorkerRecord.read(self.layout.record_file(worker_id))
+        if record is not None and record_alive(record):
+            client = await self._connect(record)
+            if client is not None:
+                return client
+            self._kill_record(record)  # alive but not answering: a hung worker
+        if record is not None:
+            self._note_end(record)
+        policy = self.policies.setdefault(worker_id, RestartPolicy())
+        if policy.gave_up():
+            raise ProtocolError(
+                ErrorCode.WORKER_UNAVAILABLE,
+                f"the worker for {real_path} crashed {policy.recent_crashes()} times in "
+                f"{policy.window_s:.0f}s; not restarting it for now. Check the gateway log, then retry later",
+            )
+        incarnation = record.incarnation % (MAX_INCARNATION - 1) + 1 if record else 1
+        return await self._spawn(worker_id, incarnation, real_path, policy)
+
+    async def _spawn(
+        self, worker_id: str, incarnation: int, real_path: str, policy: RestartPolicy
+    ) -> WorkerClient:
+        argv = [
+            *worker_argv(),
+            "--runtime-dir", str(self.layout.root),
+            "--workdir", real_path,
+            "--worker-id", worker_id,
+            "--incarnation", str(incarnation),
+            "--spill-dir", str(self.runtime.spill_dir),
+            "--shell", json.dumps(self.runtime.shell),
+            "--limits", json.dumps(self.runtime.limits.to_dict()),
+        ]  # fmt: skip
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            start_new_session=True,  # a Ctrl-C at the gateway's terminal is the gateway's to handle
+        )
+        self._children[proc.pid] = proc
+        proc_wait = asyncio.ensure_future(proc.wait())
+        proc_wait.add_done_callback(lambda _f: self._children.pop(proc.pid, None))
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), READY_TIMEOUT_S)
+        except TimeoutError:
+            line = b""
+        record = WorkerRecord.read(self.layout.record_file(worker_id))
+        if line.strip() != b"READY" or record is None or record.incarnation != incarnation:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            code = await proc.wait()
+            policy.record_crash()
+            self._counted_crashes.add((worker_id, incarnation))
+            raise ProtocolError(
+                ErrorCode.WORKER_UNAVAILABLE,
+                f"could not start a worker for {real_path}: it exited during start-up (status {code}); "
+                "check the gateway log and retry",
+            )
+        client = WorkerClient(record, self.context, self.codec, self._client_exited)
+        self.clients[worker_id] = client
+        return client
+
+    async def _connect(self, record: WorkerRecord) -> WorkerClient | None:
+        if record.protocol != PROTOCOL_VERSION:
+            log.warning("worker %s speaks protocol %s; replacing it", record.worker_id, record.protocol)
+            return None
+        client = WorkerClient(record, self.context, self.codec, self._client_exited)
+        try:
+            await client.request(messages.PING, {}, timeout=HEALTH_TIMEOUT_S)
+        except (TimeoutError, ProtocolError):
+            client.close()
+            return None
+        self.clients[record.worker_id] = client
+        return client
+
+    def _kill_record(self, record: WorkerRecord) -> None:
+        info = proctree.read_proc(record.pid)
+        if info is not None and info.start == record.pid_start:
+            proctree.signal_process(info, signal.SIGKILL)
+
+    def _client_exited(self, client: WorkerClient) -> None:
+        if self.clients.get(client.worker_id) is client:
+            del self.clients[client.worker_id]
+        if not self.stopping:
+            self._note_end(client.record)
+
+    def _note_end(self, record: WorkerRecord) -> None:
+        """Count a worker's death as a crash unless it left its clean-exit file."""
+        key = (record.worker_id, record.incarnation)
+        if key in self._counted_crashes or self.layout.exit_file(*key).exists():
+            return
+        self._counted_crashes.add(key)
+        self.policies.setdefault(record.worker_id, RestartPolicy()).record_crash()
+        log.warning("worker for %s (incarnation %d) exited unexpectedly", record.workdir, record.incarnation)
+
+    # ---- handle → worker ---------------------------------------------------------------
+
+    async def route_handle(self, text: str) -> WorkerClient | dict[str, Any]:
+        """The worker that owns a handle, or the final result of an exited incarnation."""
+        unknown = ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {text}")
+        handle = SessionHandle.parse(text)
+        if handle is None:
+            raise unknown
+        record = WorkerRecord.read(self.layout.record_file(handle.worker_id))
+        if record is None:
+            raise unknown
+        if handle.incarnation == record.incarnation:
+            client = self.clients.get(handle.worker_id)
+            if client is not None and client.alive and client.incarnation == record.incarnation:
+                return client
+            if record_alive(record):
+                async with self._locks.setdefault(handle.worker_id, asyncio.Lock()):
+                    client = await self._connect(record)
+                if client is not None:
+                    return client
+        exit_file = self.layout.exit_file(handle.worker_id, handle.incarnation)
+        if exit_file.exists():
+            final = _read_tombstone(exit_file, text)
+            if final is None:
+                raise unknown
+            return final
+        if handle.incarnation <= record.incarnation:
+            raise ProtocolError(ErrorCode.SESSION_LOST, lost_message(text, record.workdir))
+        raise unknown
+
+    # ---- shutdown ----------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """Stop every worker this gateway knows of (all of them when it owns the runtime)."""
+        self.stopping = True
+        records = self._known_records()
+        await asyncio.gather(*(self._stop_worker(r) for r in records), return_exceptions=True)
+        for client in list(self.clients.values()):
+            client.close()
+        self.clients.clear()
+        self.context.destroy(linger=0)
+
+    def _known_records(self) -> list[WorkerRecord]:
+        if not self.runtime.owner:
+            return [c.record for c in self.clients.values()]
+        records = []
+        for path in self.layout.workers_dir.glob("*.json"):
+            record = WorkerRecord.read(path)
+            if record is not None and record_alive(record):
+                records.append(record)
+        return records
+
+    async def _stop_worker(self, record: WorkerRecord) -> None:
+        client = self.clients.get(record.worker_id)
+        if client is None or not client.alive:
+            client = WorkerClient(record, self.context, self.codec, lambda _c: None)
+        try:
+            await client.request(messages.SHUTDOWN, {}, timeout=SHUTDOWN_WAIT_S)
+        except (TimeoutError, ProtocolError):
+            pass
+        proc = self._children.get(record.pid)
+        if proc is not None:
+            try:
+                await asyncio.wait_for(proc.wait(), 1.0)
+            except TimeoutError:
+                proc.kill()
+        elif record_alive(record):
+            self._kill_record(record)
+
+
+def _read_tombstone(path: os.PathLike[str], handle: str) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as f:
+            stones = msgpack.unpackb(f.read(), raw=False)
+        stone = stones.get(handle)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(stone, dict) or stone.get("expires_at", 0) < time.time():
+        return None
+    final = dict(stone["final"])
+    final["output"] = ""
+    return final
+

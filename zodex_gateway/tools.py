@@ -1,0 +1,152 @@
+"""The MCP tool surface: names, descriptions, input and output schemas, annotations (SPEC §1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+
+EXEC_COMMAND = "exec_command"
+WRITE_STDIN = "write_stdin"
+APPLY_PATCH = "apply_patch"
+
+_WORKDIR = {
+    "type": "string",
+    "description": "Absolute path of an existing directory to run in. Required on every call; "
+    "no default and no ~ expansion.",
+}
+_YIELD = {
+    "type": "integer",
+    "minimum": 0,
+    "description": "How long to wait for the command before returning (ms). Default 10000, "
+    "clamped to 50..60000.",
+}
+
+EXEC_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "cmd": {"type": "string", "description": "Shell command line to run (a fresh shell each call)."},
+        "workdir": _WORKDIR,
+        "yield_time_ms": {
+            **_YIELD,
+            "description": "How long to wait before returning a session handle if the command is "
+            "still running (ms). Default 10000, clamped to 50..60000. Returns at once when it ends.",
+        },
+        "timeout_ms": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Wall-clock limit for the whole command (ms), enforced even if nobody "
+            "polls. Default 7200000, clamped to 1000..7200000.",
+        },
+    },
+    "required": ["cmd", "workdir"],
+}
+
+WRITE_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "session_handle": {"type": "string", "description": "Handle from a running exec_command result."},
+        "chars": {
+            "type": "string",
+            "description": "Text to type, exactly as given (no newline added). \\u0003 is Ctrl-C, "
+            "\\u0004 Ctrl-D. Omit or leave empty to just poll for new output.",
+        },
+        "yield_time_ms": {
+            **_YIELD,
+            "description": "How long to wait for more output or exit (ms). Default 10000, clamped to "
+            "50..60000. Returns early once new output has been quiet for 250 ms.",
+        },
+        "kill_process": {
+            "type": "boolean",
+            "description": "Terminate the session's whole process group (chars is ignored). Returns once "
+            "the processes are gone.",
+        },
+    },
+    "required": ["session_handle"],
+}
+
+PATCH_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "patch": {
+            "type": "string",
+            "description": "A Codex-style patch: '*** Begin Patch', then '*** Add File: <path>' / "
+            "'*** Delete File: <path>' / '*** Update File: <path>' (optionally '*** Move to: <path>') "
+            "sections with '@@' chunks of ' ', '-', '+' lines, then '*** End Patch'.",
+        },
+        "workdir": {
+            **_WORKDIR,
+            "description": "Absolute path of an existing directory; relative paths in the patch "
+            "resolve against it (absolute paths are allowed too).",
+        },
+    },
+    "required": ["patch", "workdir"],
+}
+
+SESSION_RESULT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string", "description": "One line: what happened and for how long."},
+        "status": {"type": "string", "enum": ["running", "exited"]},
+        "output": {
+            "type": "string",
+            "description": "Cleaned output produced since the previous result of this session.",
+        },
+        "cwd": {"type": "string", "description": "The command's working directory (physical path)."},
+        "wall_time_ms": {"type": "integer", "description": "Milliseconds since the session started."},
+        "session_handle": {"type": "string", "description": "Present while running: poll/type/kill with it."},
+        "exit_code": {"type": "integer", "description": "Exit status; -1 when ended by a signal."},
+        "signal": {"type": "string", "description": "Signal that ended the command, e.g. SIGKILL."},
+        "termination_reason": {"type": "string", "enum": ["exit", "timeout", "killed"]},
+        "output_file": {"type": "string", "description": "File holding the whole output once it grew large."},
+        "output_chars": {"type": "integer", "description": "Characters in the whole output so far."},
+        "output_lines": {"type": "integer", "description": "Lines in the whole output so far."},
+        "output_file_truncated": {"type": "boolean", "description": "True once the file hit its size cap."},
+    },
+    "required": ["summary", "status", "output", "cwd", "wall_time_ms"],
+}
+
+EXEC_DESCRIPTION = (
+    "Run a shell command in a fresh PTY (200x50) in the given absolute workdir. If it finishes "
+    "within yield_time_ms the result comes back at once with its exit code; otherwise you get a "
+    "session_handle to poll, type into, or kill with write_stdin. Output is cleaned of terminal "
+    "escapes; long output is cut to a tail preview and saved whole to output_file."
+)
+WRITE_DESCRIPTION = (
+    "Poll, type into, or kill a session started by exec_command. Each result carries only the "
+    "output produced since the previous result. Send \\u0003 to interrupt (Ctrl-C)."
+)
+PATCH_DESCRIPTION = (
+    "Apply a Codex-style multi-file patch (add, delete, update, move files). Each file is "
+    "written atomically; context must match the file (whitespace-tolerant, never guessed). "
+    "Reports which files changed and, for a mismatch, the nearest region of the file."
+)
+
+
+def tool_list(*, read_only_hint: bool = True) -> list[types.Tool]:
+    # readOnlyHint keeps some clients from asking the user to confirm each call (SPEC §1).
+    annotations = types.ToolAnnotations(
+        read_only_hint=read_only_hint, destructive_hint=False, open_world_hint=False
+    )
+    return [
+        types.Tool(
+            name=EXEC_COMMAND,
+            description=EXEC_DESCRIPTION,
+            input_schema=EXEC_INPUT,
+            output_schema=SESSION_RESULT,
+            annotations=annotations,
+        ),
+        types.Tool(
+            name=WRITE_STDIN,
+            description=WRITE_DESCRIPTION,
+            input_schema=WRITE_INPUT,
+            output_schema=SESSION_RESULT,
+            annotations=annotations,
+        ),
+        types.Tool(
+            name=APPLY_PATCH,
+            description=PATCH_DESCRIPTION,
+            input_schema=PATCH_INPUT,
+            annotations=annotations,
+        ),
+    ]

@@ -1,0 +1,118 @@
+"""One gateway's connection to one worker incarnation.
+
+Requests and replies are matched by message id, so many calls share one DEALER socket
+and a long poll never blocks a ping. When the worker's process ends (a pidfd becomes
+readable — an event, not a poll), every request still in flight fails with WORKER_LOST.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from zodex_protocol import messages
+from zodex_protocol.envelope import Envelope, WireCodec
+from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.layout import WorkerRecord
+
+
+class WorkerClient:
+    def __init__(
+        self,
+        record: WorkerRecord,
+        context: zmq.asyncio.Context,
+        codec: WireCodec,
+        on_exit: Callable[[WorkerClient], None],
+    ) -> None:
+        self.record = record
+        self._codec = codec
+        self._on_exit = on_exit
+        self._socket = context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.connect(record.request_endpoint)
+        self._pending: dict[str, asyncio.Future[Envelope]] = {}
+        self._loop = asyncio.get_running_loop()
+        self.alive = True
+        self._reader = self._loop.create_task(self._read_replies())
+        self._pidfd: int | None = None
+        self._watch_process()
+
+    @property
+    def worker_id(self) -> str:
+        return self.record.worker_id
+
+    @property
+    def incarnation(self) -> int:
+        return self.record.incarnation
+
+    def _watch_process(self) -> None:
+        pidfd_open = getattr(os, "pidfd_open", None)
+        if pidfd_open is None:
+            return  # no pidfd: a failed ping or request timeout reveals the death instead
+        try:
+            self._pidfd = pidfd_open(self.record.pid)
+        except OSError:
+            self._loop.call_soon(self.mark_dead)
+            return
+        self._loop.add_reader(self._pidfd, self.mark_dead)
+
+    def mark_dead(self) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        if self._pidfd is not None:
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+        lost = ProtocolError(ErrorCode.WORKER_LOST, f"worker for {self.record.workdir} exited")
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(lost)
+        self._pending.clear()
+        self._reader.cancel()
+        self._socket.close(linger=0)
+        self._on_exit(self)
+
+    async def request(self, type: str, body: dict[str, Any], timeout: float | None = None) -> Any:
+        """Send one request; return the reply body or raise the reply's ProtocolError."""
+        if not self.alive:
+            raise ProtocolError(ErrorCode.WORKER_LOST, f"worker for {self.record.workdir} exited")
+        message = Envelope(type=type, body=body)
+        future: asyncio.Future[Envelope] = self._loop.create_future()
+        self._pending[message.id] = future
+        try:
+            await self._socket.send_multipart(self._codec.serialize(message))
+            reply = await asyncio.wait_for(future, timeout)
+        finally:
+            self._pending.pop(message.id, None)
+        if reply.type == messages.ERROR:
+            raise ProtocolError.from_wire(reply.body)
+        return reply.body
+
+    async def _read_replies(self) -> None:
+        while True:
+            frames = await self._socket.recv_multipart()
+            try:
+                reply = self._codec.deserialize(frames)
+            except ProtocolError:
+                continue  # unverifiable: cannot be trusted to resolve anything
+            future = self._pending.get(reply.reply_to or "")
+            if future is not None and not future.done():
+                future.set_result(reply)
+
+    def close(self) -> None:
+        if self.alive:
+            self.alive = False
+            if self._pidfd is not None:
+                self._loop.remove_reader(self._pidfd)
+                os.close(self._pidfd)
+                self._pidfd = None
+            self._reader.cancel()
+            with contextlib.suppress(zmq.ZMQError):
+                self._socket.close(linger=0)

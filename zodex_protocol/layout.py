@@ -1,0 +1,94 @@
+"""Where a runtime keeps its sockets, keys, locks and worker registry (SPEC §0, ARCHITECTURE).
+
+``<runtime dir>`` is ``$XDG_RUNTIME_DIR/zodex/<runtime_id>`` (``0700``), or, when no
+runtime dir exists, ``/tmp/zodex-<uid>/<runtime_id>``. Inside it::
+
+    key                      HMAC key of the wire protocol (0600)
+    runtime.lock             held exclusively by the runtime's owner for its whole life;
+                             workers wait on it to notice the owner is gone
+    w/<worker id>.json       registry record of the worker's latest incarnation
+    w/<worker id>.lock       spawn lock: one spawner per workdir at a time
+    w/<worker id>-<inc>.req  ipc endpoint of the worker's ROUTER
+    w/<worker id>-<inc>.pub  ipc endpoint of the worker's PUB
+    w/<worker id>-<inc>.exit tombstones left by an incarnation that exited cleanly
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+def default_runtime_root() -> Path:
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base and os.path.isdir(base):
+        return Path(base) / "zodex"
+    return Path(tempfile.gettempdir()) / f"zodex-{os.getuid()}"
+
+
+@dataclass(frozen=True)
+class RuntimeLayout:
+    root: Path
+
+    @property
+    def key_file(self) -> Path:
+        return self.root / "key"
+
+    @property
+    def runtime_lock(self) -> Path:
+        return self.root / "runtime.lock"
+
+    @property
+    def workers_dir(self) -> Path:
+        return self.root / "w"
+
+    def record_file(self, worker_id: str) -> Path:
+        return self.workers_dir / f"{worker_id}.json"
+
+    def spawn_lock(self, worker_id: str) -> Path:
+        return self.workers_dir / f"{worker_id}.lock"
+
+    def request_endpoint(self, worker_id: str, incarnation: int) -> str:
+        return f"ipc://{self.workers_dir / f'{worker_id}-{incarnation}.req'}"
+
+    def event_endpoint(self, worker_id: str, incarnation: int) -> str:
+        return f"ipc://{self.workers_dir / f'{worker_id}-{incarnation}.pub'}"
+
+    def exit_file(self, worker_id: str, incarnation: int) -> Path:
+        return self.workers_dir / f"{worker_id}-{incarnation}.exit"
+
+    def create(self) -> None:
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
+        self.workers_dir.mkdir(mode=0o700, exist_ok=True)
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """What a worker publishes about itself once its sockets are bound."""
+
+    worker_id: str
+    incarnation: int
+    pid: int
+    pid_start: float | None  # process start time, so a reused pid is never mistaken for it
+    workdir: str
+    request_endpoint: str
+    event_endpoint: str
+    protocol: int
+
+    def write(self, path: Path) -> None:
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(asdict(self)))
+        os.replace(tmp, path)
+
+    @classmethod
+    def read(cls, path: Path) -> WorkerRecord | None:
+        try:
+            data: dict[str, Any] = json.loads(path.read_text())
+            return cls(**data)
+        except (OSError, ValueError, TypeError):
+            return None

@@ -1,0 +1,66 @@
+"""Message type names and the shape of their bodies.
+
+Requests (gateway → worker, on the worker's ROUTER), each answered by exactly one reply
+whose ``re`` is the request id — either the named reply type or ``error``:
+
+=============  ============================================  =========
+request        body                                          reply
+=============  ============================================  =========
+``ping``       ``{}``                                        ``pong``
+``exec``       :class:`ExecRequest`                          ``result``
+``write``      :class:`WriteRequest`                         ``result``
+``patch``      ``{"patch": str, "workdir": str}``            ``patched``
+``shutdown``   ``{}``                                        ``bye``
+=============  ============================================  =========
+
+``error`` bodies are ``{"code": int, "message": str}`` (see errors.py).
+
+Events (worker → anyone, on the worker's PUB socket; topic frame, then the envelope):
+``output`` ``{"session": handle, "text": raw decoded text}``,
+``process_started`` ``{"session", "pid", "cmd", "cwd", "started_at"}``,
+``process_ended`` ``{"session", "exit_code", "signal", "reason", "ended_at"}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+PING = "ping"
+PONG = "pong"
+EXEC = "exec"
+WRITE = "write"
+PATCH = "patch"
+PATCHED = "patched"
+SHUTDOWN = "shutdown"
+BYE = "bye"
+RESULT = "result"
+ERROR = "error"
+
+EVENT_OUTPUT = "output"
+EVENT_PROCESS_STARTED = "process_started"
+EVENT_PROCESS_ENDED = "process_ended"
+
+
+class ExecRequest(TypedDict):
+    cmd: str
+    workdir: str
+    yield_time_ms: NotRequired[int]
+    timeout_ms: NotRequired[int]
+
+
+class WriteRequest(TypedDict):
+    session_handle: str
+    chars: NotRequired[str]
+    yield_time_ms: NotRequired[int]
+    kill_process: NotRequired[bool]
+
+
+class PongBody(TypedDict):
+    worker_id: str
+    incarnation: int
+    pid: int
+    workdir: str
+    live_sessions: int
+
+
+PatchedBody = dict[str, Any]  # {"ok": bool, "text": str, "files": [evidence dicts]}

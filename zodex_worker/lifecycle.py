@@ -1,0 +1,49 @@
+"""When a worker stops: asked to, its runtime gone, idle too long, or signalled.
+
+The runtime's owner holds ``runtime.lock`` exclusively for its whole life. A watcher
+thread blocks on a shared lock of the same file: the kernel grants it the moment the
+owner exits, however it died — an event, not a poll. Idle exit is a deadline restarted
+whenever the last running session ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import threading
+from pathlib import Path
+
+
+def watch_runtime_owner(lock_path: Path, loop: asyncio.AbstractEventLoop, gone: asyncio.Event) -> None:
+    def wait_for_owner() -> None:
+        try:
+            fd = os.open(lock_path, os.O_RDONLY)
+        except OSError:
+            loop.call_soon_threadsafe(gone.set)
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # blocks until the owner's exclusive lock is released
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        loop.call_soon_threadsafe(gone.set)
+
+    threading.Thread(target=wait_for_owner, name="runtime-owner-watch", daemon=True).start()
+
+
+class IdleTimer:
+    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float, expired: asyncio.Event) -> None:
+        self._loop = loop
+        self._seconds = seconds
+        self._expired = expired
+        self._handle: asyncio.TimerHandle | None = None
+
+    def update(self, running_sessions: int) -> None:
+        if running_sessions:
+            if self._handle is not None:
+                self._handle.cancel()
+                self._handle = None
+        elif self._handle is None:
+            self._handle = self._loop.call_later(self._seconds, self._expired.set)

@@ -1,0 +1,158 @@
+"""``zodex-worker``: one process per workdir, started by a gateway's supervisor.
+
+Not meant to be run by hand. It binds its sockets, publishes its registry record, says
+``READY`` on stdout, and serves until told to stop, its runtime owner is gone, it has been
+idle for the configured time, or it gets SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import msgpack
+import zmq
+import zmq.asyncio
+
+from zodex_protocol.envelope import WireCodec, read_key_file
+from zodex_protocol.layout import RuntimeLayout, WorkerRecord
+from zodex_protocol.limits import Limits
+from zodex_protocol.version import PROTOCOL_VERSION
+from zodex_worker import proctree
+from zodex_worker.lifecycle import IdleTimer, watch_runtime_owner
+from zodex_worker.output.spill import remove_stale_spill_files
+from zodex_worker.reaper import Reaper, become_subreaper
+from zodex_worker.server import EventPublisher, WorkerServer
+from zodex_worker.service import WorkerConfig, WorkerService
+
+SPILL_SWEEP_SECONDS = 3600.0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="zodex-worker", description=__doc__)
+    parser.add_argument("--runtime-dir", required=True, type=Path)
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--worker-id", required=True)
+    parser.add_argument("--incarnation", required=True, type=int)
+    parser.add_argument("--spill-dir", required=True, type=Path)
+    parser.add_argument("--shell", required=True, help="JSON list: argv prefix for commands")
+    parser.add_argument("--limits", default="{}", help="JSON object of limit overrides")
+    return parser.parse_args(argv)
+
+
+async def run(args: argparse.Namespace) -> int:
+    loop = asyncio.get_running_loop()
+    layout = RuntimeLayout(args.runtime_dir)
+    codec = WireCodec(read_key_file(layout.key_file))
+    limits = Limits.from_dict(json.loads(args.limits))
+    context = zmq.asyncio.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    request_endpoint = layout.request_endpoint(args.worker_id, args.incarnation)
+    event_endpoint = layout.event_endpoint(args.worker_id, args.incarnation)
+    router.bind(request_endpoint)
+    pub_context = zmq.Context.instance()
+    pub = pub_context.socket(zmq.PUB)
+    pub.setsockopt(zmq.LINGER, 0)
+    pub.bind(event_endpoint)
+
+    become_subreaper()
+    reaper = Reaper(loop)
+    config = WorkerConfig(
+        worker_id=args.worker_id,
+        incarnation=args.incarnation,
+        workdir=args.workdir,
+        spill_dir=args.spill_dir,
+        shell=json.loads(args.shell),
+        limits=limits,
+    )
+    service = WorkerService(config, reaper, EventPublisher(pub, codec))
+    server = WorkerServer(service, router, codec)
+
+    stop = asyncio.Event()
+    watch_runtime_owner(layout.runtime_lock, loop, stop)
+    idle = IdleTimer(loop, limits.idle_worker_exit_s, stop)
+    service.on_idle_change = lambda: idle.update(service.table.running_count())
+    idle.update(0)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)
+
+    def sweep_spill() -> None:
+        remove_stale_spill_files(config.spill_dir, limits.spill_max_age_s)
+        loop.call_later(SPILL_SWEEP_SECONDS, sweep_spill)
+
+    sweep_spill()
+    WorkerRecord(
+        worker_id=args.worker_id,
+        incarnation=args.incarnation,
+        pid=os.getpid(),
+        pid_start=proctree.start_time(os.getpid()),
+        workdir=args.workdir,
+        request_endpoint=request_endpoint,
+        event_endpoint=event_endpoint,
+        protocol=PROTOCOL_VERSION,
+    ).write(layout.record_file(args.worker_id))
+    _announce_ready()
+
+    serving = asyncio.create_task(server.serve())
+    asked = asyncio.create_task(server.shutdown_requested.wait())
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({serving, asked, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not server.shutdown_requested.is_set():
+        await service.shutdown()
+    else:
+        await asyncio.sleep(0.05)  # let the bye reply leave the socket
+    _leave_tombstones(layout.exit_file(args.worker_id, args.incarnation), service)
+    for task in (serving, asked, stopped):
+        task.cancel()
+    reaper.close()
+    router.close(linger=0)
+    pub.close(linger=0)
+    for endpoint in (request_endpoint, event_endpoint):
+        with contextlib.suppress(OSError):
+            os.unlink(endpoint.removeprefix("ipc://"))
+    return 0
+
+
+def _announce_ready() -> None:
+    sys.stdout.write("READY\n")
+    sys.stdout.flush()
+    # The supervisor reads one line; afterwards stdout must not hold the pipe open.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+def _leave_tombstones(path: Path, service: WorkerService) -> None:
+    """Record the final results of this incarnation's sessions, so their handles keep
+    answering after a clean exit (SPEC §3: tombstones live an hour)."""
+    wall_offset = time.time() - time.monotonic()
+    finals = {
+        handle: {"final": stone.final, "expires_at": stone.expires_at + wall_offset}
+        for handle, stone in service.table.tombstones.items()
+    }
+    tmp = path.with_suffix(".tmp")
+    try:
+        tmp.write_bytes(msgpack.packb(finals, use_bin_type=True))
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except OSError:
+        logging.getLogger("zodex.worker").warning("could not write %s", path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.WARNING, format="zodex-worker %(levelname)s %(message)s")
+    args = parse_args(argv)
+    sys.exit(asyncio.run(run(args)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""The worker's ZeroMQ face: a ROUTER for requests, a PUB for events.
+
+One named handler per request type, registered in an explicit table. Every request gets
+exactly one reply — the handler's, or a typed ``error`` — and requests run concurrently,
+so a long poll never holds up a ping or a call on another session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from zodex_protocol import messages
+from zodex_protocol.envelope import Envelope, WireCodec
+from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_worker.service import WorkerService
+
+log = logging.getLogger("zodex.worker")
+
+Handler = Callable[[dict[str, Any]], Awaitable[tuple[str, Any]]]
+
+
+class EventPublisher:
+    """Signs and publishes events; never blocks (a slow subscriber loses, the PTY never waits)."""
+
+    def __init__(self, socket: zmq.Socket[bytes], codec: WireCodec) -> None:
+        self._socket = socket
+        self._codec = codec
+
+    def __call__(self, event_type: str, body: dict[str, Any]) -> None:
+        frames = self._codec.serialize(Envelope(type=event_type, body=body))
+        try:
+            self._socket.send_multipart([event_type.encode(), *frames], flags=zmq.NOBLOCK)
+        except zmq.Again:
+            pass
+
+
+class WorkerServer:
+    def __init__(self, service: WorkerService, router: zmq.asyncio.Socket, codec: WireCodec) -> None:
+        self.service = service
+        self._router = router
+        self._codec = codec
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.shutdown_requested = asyncio.Event()
+        self._handlers: dict[str, Handler] = {
+            messages.PING: self._on_ping,
+            messages.EXEC: self._on_exec,
+            messages.WRITE: self._on_write,
+            messages.PATCH: self._on_patch,
+            messages.SHUTDOWN: self._on_shutdown,
+        }
+
+    async def serve(self) -> None:
+        while True:
+            frames = await self._router.recv_multipart()
+            if len(frames) < 2:
+                continue  # not even a routing identity: nobody to answer
+            identity, payload = frames[0], frames[1:]
+            task = asyncio.create_task(self._answer(identity, payload))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, identity: bytes, payload: list[bytes]) -> None:
+        try:
+            request = self._codec.deserialize(payload)
+        except ProtocolError as exc:
+            reply_to = self._codec.peek_id(payload)
+            await self._send(identity, Envelope(type=messages.ERROR, body=exc.to_wire(), reply_to=reply_to))
+            return
+        handler = self._handlers.get(request.type)
+        try:
+            if handler is None:
+                raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type: {request.type}")
+            body = request.body if isinstance(request.body, dict) else None
+            if body is None:
+                raise ProtocolError(ErrorCode.BAD_REQUEST, f"{request.type} needs a map body")
+            reply_type, reply_body = await handler(body)
+            reply = request.reply(reply_type, reply_body)
+        except ProtocolError as exc:
+            reply = request.reply(messages.ERROR, exc.to_wire())
+        except Exception as exc:
+            log.exception("handler for %s failed", request.type)
+            reply = request.reply(messages.ERROR, ProtocolError(ErrorCode.INTERNAL, f"worker error: {exc}").to_wire())
+        await self._send(identity, reply)
+
+    async def _send(self, identity: bytes, reply: Envelope) -> None:
+        await self._router.send_multipart([identity, *self._codec.serialize(reply)])
+
+    async def _on_ping(self, _body: dict[str, Any]) -> tuple[str, Any]:
+        return messages.PONG, self.service.ping()
+
+    async def _on_exec(self, body: dict[str, Any]) -> tuple[str, Any]:
+        return messages.RESULT, await self.service.exec(body)
+
+    async def _on_write(self, body: dict[str, Any]) -> tuple[str, Any]:
+        return messages.RESULT, await self.service.write(body)
+
+    async def _on_patch(self, body: dict[str, Any]) -> tuple[str, Any]:
+        return messages.PATCHED, await self.service.patch(body)
+
+    async def _on_shutdown(self, _body: dict[str, Any]) -> tuple[str, Any]:
+        await self.service.shutdown()
+        self.shutdown_requested.set()
+        return messages.BYE, {}

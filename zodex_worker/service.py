@@ -1,0 +1,196 @@
+"""What a worker does, independent of how requests reach it.
+
+:class:`WorkerService` validates, spawns, types, polls, kills and patches; the ZeroMQ
+server (server.py) and the gateway's in-process twin both call it. Tool-level refusals
+raise :class:`~zodex_protocol.errors.ProtocolError` with a 2xx code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.handles import SessionHandle
+from zodex_protocol.limits import Limits
+from zodex_worker import proctree
+from zodex_worker.output import SessionOutput
+from zodex_worker.pty_backend import spawn_terminal
+from zodex_worker.reaper import Reaper
+from zodex_worker.results import session_result, tombstone_result
+from zodex_worker.session import EventSink, Session
+from zodex_worker.sessions import SessionTable, Tombstone
+from zodex_worker.validation import check_exec_args, check_patch_args, check_write_args
+
+# SPEC §7: every command's environment gets these, whatever the mode.
+COMMAND_ENV = {
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "MANPAGER": "cat",
+    "SYSTEMD_PAGER": "cat",
+    "LESS": "FRX",
+    "NO_COLOR": "1",
+    "TERM": "xterm-256color",
+}
+
+
+@dataclass
+class WorkerConfig:
+    worker_id: str
+    incarnation: int
+    workdir: str  # real path
+    spill_dir: Path
+    shell: list[str]  # argv prefix; the command line is appended
+    limits: Limits = field(default_factory=Limits)
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+class WorkerService:
+    def __init__(self, config: WorkerConfig, reaper: Reaper, publish: EventSink) -> None:
+        self.config = config
+        self.limits = config.limits
+        self.table = SessionTable(config.limits.sessions_per_worker, config.limits.tombstone_s)
+        self._reaper = reaper
+        self._publish = publish
+        self.stopping = False
+        self.on_idle_change: Callable[[], None] = lambda: None
+
+    # ---- requests ----------------------------------------------------------------------
+
+    def ping(self) -> dict[str, Any]:
+        return {
+            "worker_id": self.config.worker_id,
+            "incarnation": self.config.incarnation,
+            "pid": os.getpid(),
+            "workdir": self.config.workdir,
+            "live_sessions": self.table.running_count(),
+        }
+
+    async def exec(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_if_stopping()
+        check_exec_args(body, self.limits)
+        cmd, workdir = body["cmd"], body["workdir"]
+        yield_ms = self.limits.clamp_yield(body.get("yield_time_ms"), for_exec=True)
+        timeout_ms = self.limits.clamp_timeout(body.get("timeout_ms"))
+        self.table.make_room()
+        session = self._spawn(cmd, workdir, timeout_ms)
+        await session.wait_exit(yield_ms / 1000)
+        async with session.lock:
+            result = session_result(session, session.output.take_delta())
+            if session.running:
+                session.handle_delivered = True
+            else:
+                self.table.drop(session)
+            session.last_used = time.monotonic()
+            return result
+
+    async def write(self, body: dict[str, Any]) -> dict[str, Any]:
+        handle = check_write_args(body, self.limits)
+        chars: str = body.get("chars") or ""
+        kill = bool(body.get("kill_process", False))
+        yield_ms = self.limits.clamp_yield(body.get("yield_time_ms"), for_exec=False)
+        found = self.table.find(handle)
+        if found is None:
+            raise ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {handle}")
+        if isinstance(found, Tombstone):
+            return tombstone_result(found.final)
+        session = found
+        async with session.lock:
+            session.last_used = time.monotonic()
+            if kill:
+                await session.terminate("killed")
+            elif chars:
+                self._refuse_if_stopping()
+                if session.running:
+                    await session.type(chars.encode("utf-8", "surrogatepass"))
+                await session.wait_poll(yield_ms / 1000)
+            else:
+                await session.wait_poll(yield_ms / 1000)
+            result = session_result(session, session.output.take_delta())
+            session.last_used = time.monotonic()
+            return result
+
+    async def patch(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_if_stopping()
+        check_patch_args(body, self.limits)
+        patch, workdir = body["patch"], body["workdir"]
+        from zodex_worker.patch import apply_patch
+
+        # File I/O of a big patch must not stall the PTY readers on this loop.
+        outcome = await asyncio.to_thread(apply_patch, patch, workdir)
+        return {
+            "ok": outcome.ok,
+            "text": outcome.text,
+            "files": [
+                {
+                    "operation": f.operation,
+                    "path": f.path,
+                    "old_path": f.old_path,
+                    "added": f.added,
+                    "removed": f.removed,
+                    "diff": list(f.diff),
+                }
+                for f in outcome.files
+            ],
+        }
+
+    async def shutdown(self) -> None:
+        """Kill every session's processes (group and escapees) and forget the PTYs."""
+        self.stopping = True
+        sessions = list(self.table.live.values())
+        await asyncio.gather(*(s.terminate("killed") for s in sessions), return_exceptions=True)
+        for session in sessions:
+            self.table.retire(session) if not session.running else session.discard()
+
+    # ---- internals ---------------------------------------------------------------------
+
+    def _refuse_if_stopping(self) -> None:
+        if self.stopping:
+            raise ProtocolError(ErrorCode.STOPPING, "runtime is stopping; new tool calls are not accepted")
+
+    def _spawn(self, cmd: str, workdir: str, timeout_ms: int) -> Session:
+        handle = str(SessionHandle.new(self.config.worker_id, self.config.incarnation))
+        env = {**self.config.env, **COMMAND_ENV, "PWD": workdir, proctree.SESSION_MARKER: handle}
+        env.pop("OLDPWD", None)
+        try:
+            terminal = spawn_terminal([*self.config.shell, cmd], workdir, env)
+        except OSError as exc:
+            raise ProtocolError(ErrorCode.SPAWN_FAILED, f"could not start the command: {exc}") from exc
+        output = SessionOutput(
+            spill_dir=self.config.spill_dir,
+            spill_name=f"{time.strftime('%Y%m%dT%H%M%S')}-{handle}",
+            inline_limit=self.limits.inline_output_chars,
+            preview_chars=self.limits.preview_chars,
+            file_cap_bytes=self.limits.spill_file_cap_bytes,
+        )
+        session = Session(
+            handle=handle,
+            cmd=cmd,
+            workdir=workdir,
+            terminal=terminal,
+            output=output,
+            limits=self.limits,
+            timeout_ms=timeout_ms,
+            reaper=self._reaper,
+            publish=self._publish,
+            on_end=lambda _s: self.on_idle_change(),
+        )
+        self.table.add(session)
+        self._publish(
+            "process_started",
+            {
+                "session": handle,
+                "pid": session.pid,
+                "cmd": cmd,
+                "cwd": workdir,
+                "started_at": session.started_wall,
+            },
+        )
+        self.on_idle_change()
+        return session
+

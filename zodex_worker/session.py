@@ -1,0 +1,309 @@
+"""One command in one PTY: reading, exit, drain, timeout and termination.
+
+Everything runs on the worker's event loop. The PTY master is read with ``add_reader``
+(no thread, no timer); the leader's exit arrives from the :class:`~zodex_worker.reaper.Reaper`;
+the few timers are deadlines (drain, timeout, kill grace), never polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from zodex_protocol.limits import Limits
+from zodex_worker import proctree
+from zodex_worker.output import SessionOutput
+from zodex_worker.pty_backend import Terminal
+from zodex_worker.reaper import Reaper
+
+READ_CHUNK = 64 * 1024
+READS_PER_WAKEUP = 8  # drain a busy PTY in a few reads per wake-up instead of one
+
+
+@dataclass
+class Ending:
+    exit_code: int
+    signal: str | None
+    reason: str  # "exit" | "timeout" | "killed"
+    ended_at: float  # monotonic
+    background: int
+
+
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+class Session:
+    def __init__(
+        self,
+        *,
+        handle: str,
+        cmd: str,
+        workdir: str,
+        terminal: Terminal,
+        output: SessionOutput,
+        limits: Limits,
+        timeout_ms: int,
+        reaper: Reaper,
+        publish: EventSink,
+        on_end: Callable[[Session], None],
+    ) -> None:
+        self.handle = handle
+        self.cmd = cmd
+        self.cwd = workdir
+        self.terminal = terminal
+        self.output = output
+        self.limits = limits
+        self.started = time.monotonic()
+        self.started_wall = time.time()
+        self.last_used = self.started
+        self.lock = asyncio.Lock()  # serialises the calls on this session
+        self.ending: Ending | None = None
+        self.handle_delivered = False
+        self._loop = asyncio.get_running_loop()
+        self._publish = publish
+        self._on_end = on_end
+        self._reaper = reaper
+        self._leader_status: int | None = None
+        self._eof = False
+        self._reason = "exit"
+        self._changed = asyncio.Event()
+        self._last_output = 0.0
+        self._drain_timer: asyncio.TimerHandle | None = None
+        self._term_task: asyncio.Task[None] | None = None
+        self._members: list[proctree.ProcInfo] = []
+        self.pid = terminal.pid
+        self.pid_start = proctree.start_time(self.pid)
+        reaper.watch(self.pid, self._leader_exited)
+        self._loop.add_reader(terminal.fd, self._readable)
+        self._timeout = self._loop.call_later(timeout_ms / 1000, self._timed_out)
+        self._timeout_ms = timeout_ms
+
+    # ---- state -------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self.ending is None
+
+    def wall_time_ms(self) -> int:
+        end = self.ending.ended_at if self.ending else time.monotonic()
+        return int((end - self.started) * 1000)
+
+    def refresh_cwd(self) -> str:
+        """The leader's live working directory, or the last one seen once it is gone."""
+        if self.running:
+            try:
+                self.cwd = os.readlink(f"/proc/{self.pid}/cwd")
+            except OSError:
+                pass
+        return self.cwd
+
+    # ---- reading -----------------------------------------------------------------------
+
+    def _readable(self) -> None:
+        for _ in range(READS_PER_WAKEUP):
+            try:
+                data = os.read(self.terminal.fd, READ_CHUNK)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                # EIO: every slave fd is closed — the PTY is drained.
+                if exc.errno not in (errno.EIO, errno.EBADF):
+                    raise
+                data = b""
+            if not data:
+                self._at_eof()
+                return
+            if self.ending is not None:
+                continue  # left-behind background output after the result was final
+            raw = self.output.feed(data)
+            self._last_output = time.monotonic()
+            self._changed.set()
+            if raw:
+                self._publish("output", {"session": self.handle, "text": raw})
+
+    def _at_eof(self) -> None:
+        self._eof = True
+        self._loop.remove_reader(self.terminal.fd)
+        if self.ending is not None:
+            self.terminal.close()
+        else:
+            self._maybe_end()
+
+    # ---- exit --------------------------------------------------------------------------
+
+    def _leader_exited(self, _pid: int, status: int) -> None:
+        self._leader_status = status
+        if not self._eof:
+            # Trailing output may still be in flight; give it a bounded moment.
+            self._drain_timer = self._loop.call_later(self.limits.drain_ms / 1000, self._drained)
+        self._maybe_end()
+
+    def _drained(self) -> None:
+        self._drain_timer = None
+        if self.ending is None:
+            self._end()
+
+    def _maybe_end(self) -> None:
+        if self.ending is None and self._leader_status is not None and self._eof:
+            self._end()
+
+    def _end(self) -> None:
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+            self._drain_timer = None
+        status = self._leader_status if self._leader_status is not None else 0
+        if os.WIFSIGNALED(status):
+            code, sig = -1, signal.Signals(os.WTERMSIG(status)).name
+        else:
+            code, sig = os.WEXITSTATUS(status), None
+        self.output.finish()
+        self.output.close()
+        leftovers = self._find_members()
+        self._members = leftovers
+        self.ending = Ending(code, sig, self._reason, time.monotonic(), len(leftovers))
+        if not leftovers and self._term_task is None:
+            self._timeout.cancel()
+        if self._eof:
+            self.terminal.close()
+        self._changed.set()
+        self._publish(
+            "process_ended",
+            {
+                "session": self.handle,
+                "exit_code": code,
+                "signal": sig,
+                "reason": self._reason,
+                "ended_at": time.time(),
+                "background": len(leftovers),
+            },
+        )
+        self._on_end(self)
+
+    # ---- waiting -----------------------------------------------------------------------
+
+    async def wait_exit(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.running:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            await self._wait_changed(remaining)
+
+    async def wait_poll(self, timeout: float) -> None:
+        """SPEC §1.2 poll: exit, or new output then 250 ms of quiet, or the yield window."""
+        deadline = time.monotonic() + timeout
+        settle = self.limits.poll_settle_ms / 1000
+        while self.running:
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            wake_at = deadline
+            if self.output.has_undelivered():
+                quiet_at = self._last_output + settle
+                if now >= quiet_at:
+                    return
+                wake_at = min(deadline, quiet_at)
+            await self._wait_changed(wake_at - now)
+
+    async def _wait_changed(self, timeout: float) -> None:
+        self._changed.clear()
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    # ---- input -------------------------------------------------------------------------
+
+    async def type(self, data: bytes) -> None:
+        """Write everything, waiting on the fd (not a timer) when the PTY is full."""
+        view = memoryview(data)
+        while view:
+            try:
+                written = self.terminal.write(view.tobytes())
+                view = view[written:]
+            except BlockingIOError:
+                ready = self._loop.create_future()
+                self._loop.add_writer(self.terminal.fd, ready.set_result, None)
+                try:
+                    await ready
+                finally:
+                    self._loop.remove_writer(self.terminal.fd)
+
+    # ---- termination -------------------------------------------------------------------
+
+    def _find_members(self) -> list[proctree.ProcInfo]:
+        return proctree.session_members(self.pid, self.pid_start, self.handle)
+
+    def _timed_out(self) -> None:
+        if self.running:
+            self._reason = "timeout"
+            seconds = self._timeout_ms / 1000
+            self.output.add_notice(f"[zodex] command timed out after {seconds:.1f}s and was terminated")
+            self._changed.set()
+        self.terminate()
+
+    def terminate(self, reason: str | None = None) -> asyncio.Task[None]:
+        """TERM the group and every tracked member, KILL after the grace; idempotent."""
+        if reason is not None and self.running and self._reason == "exit":
+            self._reason = reason
+        if self._term_task is None:
+            self._term_task = self._loop.create_task(self._terminate())
+        return self._term_task
+
+    async def _terminate(self) -> None:
+        grace = self.limits.kill_grace_ms / 1000
+        self._signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while self._alive_members() and time.monotonic() < deadline:
+            await self._reaper.wait_any_exit(min(0.25, deadline - time.monotonic()))
+        if self._alive_members():
+            self._signal_all(signal.SIGKILL)
+            deadline = time.monotonic() + 2.0
+            while self._alive_members() and time.monotonic() < deadline:
+                await self._reaper.wait_any_exit(min(0.25, deadline - time.monotonic()))
+        if self.running:
+            await self.wait_exit(self.limits.drain_ms / 1000 + 1.0)
+        self._timeout.cancel()
+        if self.ending is not None and self.ending.background:
+            self.ending.background = len(self._alive_members())
+
+    def _signal_all(self, sig: int) -> None:
+        if self._leader_status is None:
+            # The leader is not reaped yet, so its pid (the group id) cannot be reused.
+            proctree.signal_group(self.pid, sig)
+        found = self._find_members()
+        known = {(m.pid, m.start) for m in found}
+        self._members = found + [m for m in self._members if (m.pid, m.start) not in known]
+        for member in self._members:
+            proctree.signal_process(member, sig)
+            if sig == signal.SIGTERM:
+                proctree.signal_process(member, signal.SIGCONT)  # stopped jobs must see TERM
+
+    def _alive_members(self) -> list[proctree.ProcInfo]:
+        alive = [m for m in self._members if proctree.live_count([m])]
+        fresh = self._find_members()
+        seen = {(m.pid, m.start) for m in alive}
+        alive += [m for m in fresh if (m.pid, m.start) not in seen]
+        self._members = alive
+        if self._leader_status is None and not any(m.pid == self.pid for m in alive):
+            leader = proctree.read_proc(self.pid)
+            if leader is not None and not leader.zombie:
+                alive.append(leader)
+        return alive
+
+    def discard(self) -> None:
+        """Forget the PTY (eviction or shutdown after the processes are gone)."""
+        self._timeout.cancel()
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+        if not self.terminal.closed:
+            self._loop.remove_reader(self.terminal.fd)
+        self.terminal.close()
+        self.output.close()
+

@@ -1,0 +1,81 @@
+"""Argument rules of SPEC §1, shared by the gateway (before routing) and the worker."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.limits import Limits
+
+
+def check_workdir(workdir: str) -> str:
+    """Return the workdir's real path, or raise with the exact SPEC message.
+
+    No ``~`` expansion and no default: a relative path is refused as given.
+    """
+    if not workdir or not os.path.isabs(workdir):
+        raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"workdir must be an absolute path: {workdir}")
+    if not os.path.exists(workdir):
+        raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"workdir does not exist: {workdir}")
+    if not os.path.isdir(workdir):
+        raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"workdir is not a directory: {workdir}")
+    return os.path.realpath(workdir)
+
+
+def check_type(args: dict[str, Any], name: str, kind: type, *, required: bool) -> Any:
+    """One argument's presence and JSON type, with a message naming the field."""
+    value = args.get(name)
+    if value is None:
+        if required:
+            raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"{name} is required")
+        return None
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"{name} must be an integer")
+        if value < 0:
+            raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"{name} must be ≥ 0")
+    elif not isinstance(value, kind):
+        noun = {str: "a string", bool: "a boolean"}.get(kind, kind.__name__)
+        raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"{name} must be {noun}")
+    return value
+
+
+def check_length(name: str, value: str, limit: int) -> None:
+    if len(value) > limit:
+        raise ProtocolError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{name} is too long ({len(value)} characters; the limit is {limit})",
+        )
+
+
+def check_exec_args(args: dict[str, Any], limits: Limits) -> str:
+    """SPEC §1.1 order: workdir absolute → exists → directory, then cmd. Returns the real path."""
+    cmd = check_type(args, "cmd", str, required=True)
+    workdir = check_type(args, "workdir", str, required=True)
+    check_type(args, "yield_time_ms", int, required=False)
+    check_type(args, "timeout_ms", int, required=False)
+    real = check_workdir(workdir)
+    if not cmd.strip():
+        raise ProtocolError(ErrorCode.INVALID_ARGUMENT, "cmd must not be empty")
+    check_length("cmd", cmd, limits.max_cmd_chars)
+    return real
+
+
+def check_write_args(args: dict[str, Any], limits: Limits) -> str:
+    handle = check_type(args, "session_handle", str, required=True)
+    chars = check_type(args, "chars", str, required=False)
+    check_type(args, "yield_time_ms", int, required=False)
+    check_type(args, "kill_process", bool, required=False)
+    if chars:
+        check_length("chars", chars, limits.max_chars_chars)
+    return str(handle)
+
+
+def check_patch_args(args: dict[str, Any], limits: Limits) -> str:
+    """SPEC §1.4: the workdir is checked before the patch is even looked at."""
+    workdir = check_type(args, "workdir", str, required=True)
+    real = check_workdir(workdir)
+    patch = check_type(args, "patch", str, required=True)
+    check_length("patch", patch, limits.max_patch_chars)
+    return real
