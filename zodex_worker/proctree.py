@@ -109,6 +109,34 @@ def session_members(
     return [table[pid] for pid in sorted(members) if not table[pid].zombie]
 
 
+def worker_children() -> set[int] | None:
+    """Pids of this process's children (orphans land here: the worker is a subreaper),
+    or None when the kernel does not say."""
+    try:
+        tids = os.listdir(f"{PROC}/self/task")
+        found: set[int] = set()
+        for tid in tids:
+            with open(f"{PROC}/self/task/{tid}/children") as f:
+                found.update(int(p) for p in f.read().split())
+        return found
+    except OSError:
+        return None
+
+
+def may_have_members(leader_pid: int, other_leaders: set[int]) -> bool:
+    """A cheap, conservative test run at every command's end: False only when the group
+    is empty and no unexplained child (an orphan) has come to the worker."""
+    try:
+        os.killpg(leader_pid, 0)
+        return True
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        return True
+    children = worker_children()
+    return children is None or bool(children - other_leaders)
+
+
 def signal_process(info: ProcInfo, sig: int) -> bool:
     """Signal one process only if it is still the one we saw. True if delivered."""
     pidfd_open = getattr(os, "pidfd_open", None)

@@ -84,7 +84,9 @@ class WorkerService:
             result = session_result(session, session.output.take_delta())
             if session.running:
                 session.handle_delivered = True
-            else:
+            elif session.ending is not None and not session.ending.background:
+                # Nobody holds this handle; a session that left jobs behind stays so its
+                # timeout (or the runtime's stop) can still end them.
                 self.table.drop(session)
             session.last_used = time.monotonic()
             return result
@@ -153,6 +155,9 @@ class WorkerService:
         if self.stopping:
             raise ProtocolError(ErrorCode.STOPPING, "runtime is stopping; new tool calls are not accepted")
 
+    def _running_leaders(self) -> set[int]:
+        return {s.pid for s in self.table.live.values() if s.running}
+
     def _spawn(self, cmd: str, workdir: str, timeout_ms: int) -> Session:
         handle = str(SessionHandle.new(self.config.worker_id, self.config.incarnation))
         env = {**self.config.env, **COMMAND_ENV, "PWD": workdir, proctree.SESSION_MARKER: handle}
@@ -179,6 +184,7 @@ class WorkerService:
             reaper=self._reaper,
             publish=self._publish,
             on_end=lambda _s: self.on_idle_change(),
+            other_leaders=self._running_leaders,
         )
         self.table.add(session)
         self._publish(

@@ -52,10 +52,11 @@ class Session:
         reaper: Reaper,
         publish: EventSink,
         on_end: Callable[[Session], None],
+        other_leaders: Callable[[], set[int]] = set,
     ) -> None:
         self.handle = handle
         self.cmd = cmd
-        self.cwd = workdir
+        self.cwd = os.path.realpath(workdir)
         self.terminal = terminal
         self.output = output
         self.limits = limits
@@ -68,6 +69,7 @@ class Session:
         self._loop = asyncio.get_running_loop()
         self._publish = publish
         self._on_end = on_end
+        self.other_leaders = other_leaders
         self._reaper = reaper
         self._leader_status: int | None = None
         self._eof = False
@@ -164,7 +166,7 @@ class Session:
             code, sig = os.WEXITSTATUS(status), None
         self.output.finish()
         self.output.close()
-        leftovers = self._find_members()
+        leftovers = self._find_members() if self._may_have_members() else []
         self._members = leftovers
         self.ending = Ending(code, sig, self._reason, time.monotonic(), len(leftovers))
         if not leftovers and self._term_task is None:
@@ -236,6 +238,9 @@ class Session:
                     self._loop.remove_writer(self.terminal.fd)
 
     # ---- termination -------------------------------------------------------------------
+
+    def _may_have_members(self) -> bool:
+        return proctree.may_have_members(self.pid, self.other_leaders())
 
     def _find_members(self) -> list[proctree.ProcInfo]:
         return proctree.session_members(self.pid, self.pid_start, self.handle)

@@ -1,0 +1,201 @@
+"""Session lifecycle (SPEC §3): kill, escaped descendants, timeout, tombstones, capacity."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.gateway import CONNECTORS, GatewayEnv, gateway_env, pid_alive, stdio_gateway, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+# Prints the pids of: the shell's group (sleep in the background), a setsid escapee, and a
+# double-forked escapee that the worker inherits as an orphan.
+SPAWN_FAMILY = (
+    "sleep 300 & echo grp=$!; "
+    "setsid sleep 301 & echo sid=$!; "
+    "( setsid sh -c 'sleep 302 & echo orphan=$!; wait' & ); "
+    "sleep 0.3; echo ready; wait"
+)
+
+
+def pids_in(output: str) -> dict[str, int]:
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", output)}
+
+
+async def collect_until(mcp, handle: str, marker: str, first: str) -> str:
+    out = first
+    deadline = time.monotonic() + 20
+    while marker not in out and time.monotonic() < deadline:
+        out += (await mcp.write(handle, yield_time_ms=1000))["output"]
+    return out
+
+
+async def test_kill_ends_the_whole_group_and_escapees(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+    async with connect(genv) as mcp:
+        r = await mcp.exec(SPAWN_FAMILY, str(tmp_path), yield_time_ms=2000)
+        out = await collect_until(mcp, r["session_handle"], "ready", r["output"])
+        pids = pids_in(out)
+        assert set(pids) == {"grp", "sid", "orphan"}, out
+        assert all(pid_alive(p) for p in pids.values())
+        started = time.monotonic()
+        killed = await mcp.write(r["session_handle"], kill_process=True, yield_time_ms=50)
+        assert time.monotonic() - started < 10
+    assert killed["status"] == "exited"
+    assert killed["termination_reason"] == "killed"
+    assert killed["summary"].startswith("killed after ")
+    assert killed["exit_code"] == -1 and killed["signal"] == "SIGTERM"
+    for name, pid in pids.items():
+        assert not pid_alive(pid), f"{name} ({pid}) survived the kill"
+
+
+async def test_kill_escalates_to_sigkill(tmp_path: Path) -> None:
+    with gateway_env(kill_grace_ms=500) as genv:
+        async with stdio_gateway(genv) as mcp:
+            r = await mcp.exec("trap '' TERM; echo stubborn; while :; do sleep 0.05; done", str(tmp_path), yield_time_ms=500)
+            assert r["output"] == "stubborn\n"
+            killed = await mcp.write(r["session_handle"], kill_process=True)
+    assert killed["termination_reason"] == "killed"
+    assert killed["signal"] == "SIGKILL"
+
+
+async def test_exited_handle_is_a_tombstone(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+    async with connect(genv) as mcp:
+        r = await mcp.exec("sleep 0.3; echo last; exit 4", str(tmp_path), yield_time_ms=50)
+        out, final = await mcp.drain(r["session_handle"])
+        assert out == "last\n" and final["exit_code"] == 4
+        again = await mcp.write(r["session_handle"], yield_time_ms=50)
+        assert again["status"] == "exited"
+        assert again["exit_code"] == 4 and again["termination_reason"] == "exit"
+        assert again["output"] == ""
+        killed = await mcp.write(r["session_handle"], kill_process=True)
+        assert killed["termination_reason"] == "exit", "a kill after exit is a no-op"
+        typed = await mcp.write(r["session_handle"], chars="ignored\n", yield_time_ms=50)
+        assert typed["status"] == "exited" and typed["output"] == ""
+
+
+async def test_tombstone_expires(tmp_path: Path) -> None:
+    with gateway_env(tombstone_s=1, sessions_per_worker=1) as genv:
+        async with stdio_gateway(genv) as mcp:
+            r = await mcp.exec("sleep 0.2", str(tmp_path), yield_time_ms=50)
+            handle = r["session_handle"]
+            await mcp.drain(handle)
+            # Evicting it (capacity 1) turns it into a tombstone; after 1 s it is gone.
+            await mcp.exec("true", str(tmp_path))
+            assert (await mcp.write(handle, yield_time_ms=50))["status"] == "exited"
+            await asyncio.sleep(1.2)  # the tombstone lifetime itself is what is tested
+            assert await mcp.error("write_stdin", session_handle=handle) == f"Unknown session handle: {handle}"
+
+
+async def test_timeout_without_polling(tmp_path: Path) -> None:
+    with gateway_env(kill_grace_ms=500) as genv:
+        async with stdio_gateway(genv) as mcp:
+            r = await mcp.exec("echo start; sleep 30", str(tmp_path), yield_time_ms=50, timeout_ms=1000)
+            handle = r["session_handle"]
+            pid_file = tmp_path / "pid"
+            # Nobody polls for 2.5 s: the worker must enforce the timeout on its own.
+            await asyncio.sleep(2.5)
+            final = await mcp.write(handle, yield_time_ms=50)
+    assert final["status"] == "exited"
+    assert final["termination_reason"] == "timeout"
+    assert final["summary"].startswith("timed out after 1.")
+    assert "[zodex] command timed out after 1.0s and was terminated" in final["output"]
+    assert not pid_file.exists()
+
+
+async def test_timeout_while_polling(tmp_path: Path) -> None:
+    with gateway_env(kill_grace_ms=500) as genv:
+        async with stdio_gateway(genv) as mcp:
+            r = await mcp.exec("sleep 30", str(tmp_path), yield_time_ms=50, timeout_ms=1000)
+            out, final = await mcp.drain(r["session_handle"])
+    assert final["termination_reason"] == "timeout"
+    assert "command timed out after 1.0s" in out
+    assert final["wall_time_ms"] < 5000
+
+
+async def test_timeout_is_clamped_to_one_second(tmp_path: Path) -> None:
+    with gateway_env(kill_grace_ms=500) as genv:
+        async with stdio_gateway(genv) as mcp:
+            r = await mcp.exec("sleep 0.5; echo survived", str(tmp_path), yield_time_ms=5000, timeout_ms=1)
+    assert r["termination_reason"] == "exit"
+    assert r["output"] == "survived\n"
+
+
+async def test_background_process_is_counted_then_killed_by_timeout(tmp_path: Path) -> None:
+    with gateway_env(kill_grace_ms=500) as genv:
+        async with stdio_gateway(genv) as mcp:
+            # nohup must have ignored SIGHUP before the shell (the terminal's controlling
+            # process) exits and the kernel hangs up its group: give it a moment.
+            r = await mcp.exec("nohup sleep 30 >/dev/null 2>&1 & echo bg=$!; sleep 0.3", str(tmp_path), yield_time_ms=5000, timeout_ms=1500)
+            assert r["status"] == "exited" and r["exit_code"] == 0
+            assert r["summary"].endswith("; 1 background process still running"), r["summary"]
+            bg = pids_in(r["output"])["bg"]
+            assert pid_alive(bg)
+            await wait_for(lambda: not pid_alive(bg), timeout=10, what="the session timeout to kill the job")
+
+
+async def test_capacity_evicts_exited_then_refuses(tmp_path: Path) -> None:
+    with gateway_env(sessions_per_worker=3) as genv:
+        async with stdio_gateway(genv) as mcp:
+            done = await mcp.exec("sleep 0.1", str(tmp_path), yield_time_ms=50)
+            await mcp.drain(done["session_handle"])
+            running = [await mcp.exec("sleep 60", str(tmp_path), yield_time_ms=50) for _ in range(2)]
+            # Full (1 exited + 2 running): the exited one is evicted to make room.
+            third = await mcp.exec("sleep 60", str(tmp_path), yield_time_ms=50)
+            assert third["status"] == "running"
+            evicted = await mcp.write(done["session_handle"], yield_time_ms=50)
+            assert evicted["status"] == "exited" and evicted["output"] == ""
+            marker = tmp_path / "spawned"
+            text = await mcp.error("exec_command", cmd=f"touch {marker}", workdir=str(tmp_path))
+            assert text == (
+                "session capacity reached (3 running sessions); "
+                "finish or kill one before starting another command"
+            )
+            assert not marker.exists(), "nothing is spawned at capacity"
+            for r in [*running, third]:
+                await mcp.write(r["session_handle"], kill_process=True)
+            # Another workdir has its own worker and its own capacity.
+            other = tmp_path / "other"
+            other.mkdir()
+            assert (await mcp.exec("echo ok", str(other)))["output"] == "ok\n"
+
+
+async def test_calls_on_different_sessions_do_not_wait(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    async with connect(genv) as mcp:
+        long_a = await mcp.exec("sleep 30", str(a), yield_time_ms=50)
+        long_b = await mcp.exec("sleep 30", str(b), yield_time_ms=50)
+        started = time.monotonic()
+        polls = [
+            asyncio.create_task(mcp.write(long_a["session_handle"], yield_time_ms=3000)),
+            asyncio.create_task(mcp.write(long_b["session_handle"], yield_time_ms=3000)),
+        ]
+        quick = await asyncio.gather(*(mcp.exec(f"echo {i}", str(d)) for i, d in enumerate([a, b, a, b])))
+        quick_time = time.monotonic() - started
+        await asyncio.gather(*polls)
+        assert [q["output"] for q in quick] == ["0\n", "1\n", "2\n", "3\n"]
+        assert quick_time < 2.5, "calls must not queue behind a long poll"
+        for r in (long_a, long_b):
+            await mcp.write(r["session_handle"], kill_process=True)
+
+
+async def test_calls_on_one_session_are_serialised(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+    async with connect(genv) as mcp:
+        r = await mcp.exec("for i in 1 2 3 4 5 6; do echo line$i; sleep 0.1; done", str(tmp_path), yield_time_ms=50)
+        handle = r["session_handle"]
+        results = await asyncio.gather(*(mcp.write(handle, yield_time_ms=2000) for _ in range(4)))
+        out = r["output"] + "".join(x["output"] for x in results)
+        rest, _ = await mcp.drain(handle)
+    lines = (out + rest).split()
+    assert lines == [f"line{i}" for i in range(1, 7)], "no output lost or repeated across concurrent polls"
+
+
+def test_transports_registered() -> None:
+    assert sorted(CONNECTORS) == ["http", "stdio"]

@@ -1,0 +1,270 @@
+"""SessionOutput: decoding, deltas, tail previews, spill files, counts and bounded memory."""
+
+from __future__ import annotations
+
+import stat
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from zodex_worker.output.stream import SessionOutput
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture
+def spill_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "spill"
+
+
+@pytest.fixture
+def out(spill_dir: Path) -> Iterator[SessionOutput]:
+    session = SessionOutput(spill_dir=spill_dir, spill_name="h1")
+    yield session
+    session.close()
+
+
+def numbered_lines(start: int, count: int) -> str:
+    return "".join(f"line {i}\n" for i in range(start, start + count))
+
+
+def notice(omitted: int, shown: int, where: str) -> str:
+    return f"[zodex] {omitted} characters omitted; showing the last {shown}; {where}\n"
+
+
+class TestDecoding:
+    def test_feed_returns_raw_text_with_escapes(self, out: SessionOutput) -> None:
+        assert out.feed(b"\x1b[31mred\x1b[0m\r\n") == "\x1b[31mred\x1b[0m\r\n"
+        assert out.take_delta() == "red\n"
+
+    @pytest.mark.parametrize("split", range(1, 4))
+    def test_multibyte_char_split_across_feeds(self, out: SessionOutput, split: int) -> None:
+        emoji = "😀".encode()
+        assert out.feed(b"a" + emoji[:split]) == "a"
+        assert out.feed(emoji[split:] + b"b") == "😀b"
+        assert out.take_delta() == "a😀b"
+
+    def test_multibyte_char_fed_byte_by_byte(self, out: SessionOutput) -> None:
+        raw = "".join(out.feed(bytes([b])) for b in "😀é中".encode())
+        assert raw == "😀é中"
+        assert out.take_delta() == "😀é中"
+
+    def test_invalid_bytes_become_replacement_chars(self, out: SessionOutput) -> None:
+        assert out.feed(b"a\xffb\xc3(\n") == "a\ufffdb\ufffd(\n"
+        assert out.take_delta() == "a\ufffdb\ufffd(\n"
+
+    def test_cut_char_at_end_of_stream(self, out: SessionOutput) -> None:
+        assert out.feed(b"x\xf0\x9f") == "x"
+        assert out.finish() == "\ufffd"
+        assert out.take_delta() == "x\ufffd"
+
+
+class TestDeltas:
+    def test_deltas_never_repeat(self, out: SessionOutput) -> None:
+        out.feed(b"one\ntw")
+        assert out.take_delta() == "one\ntw"
+        assert out.take_delta() == ""
+        out.feed(b"o\nthree\n")
+        assert out.take_delta() == "o\nthree\n"
+        assert out.take_delta() == ""
+
+    def test_has_undelivered_counts_the_partial_line(self, out: SessionOutput) -> None:
+        assert not out.has_undelivered()
+        out.feed(b"\x1b[?25l")
+        assert not out.has_undelivered()
+        out.feed(b"Password: ")
+        assert out.has_undelivered()
+        assert out.take_delta() == "Password: "
+        assert not out.has_undelivered()
+        out.feed(b"\r\n")
+        assert out.has_undelivered()
+        assert out.take_delta() == "\n"
+
+    def test_progress_after_delivered_partial_goes_on_new_lines(self, out: SessionOutput) -> None:
+        out.feed(b" 10%")
+        assert out.take_delta() == " 10%"
+        out.feed(b"\r 20%\r 30%")
+        assert out.take_delta() == "\n 30%"
+        out.feed(b"\r100%\r\n")
+        out.finish()
+        assert out.take_delta() == "\n100%\n"
+
+    def test_add_notice_on_its_own_line(self, out: SessionOutput) -> None:
+        out.feed(b"working...")
+        out.add_notice("[zodex] command timed out after 30.0s and was terminated")
+        assert out.take_delta() == "working...\n[zodex] command timed out after 30.0s and was terminated\n"
+        out.feed(b"done\n")
+        out.add_notice("[zodex] second")
+        assert out.take_delta() == "done\n[zodex] second\n"
+
+    def test_finish_commits_the_last_partial_line(self, out: SessionOutput) -> None:
+        out.feed(b"no newline at end\x1b[0")
+        assert out.finish() == ""
+        assert out.take_delta() == "no newline at end"
+
+
+class TestPreview:
+    def test_delta_at_the_limit_is_inline(self, out: SessionOutput) -> None:
+        text = "x" * 15999 + "\n"
+        out.feed(text.encode())
+        assert out.take_delta() == text
+        assert out.spill_fields() is None
+
+    def test_long_delta_becomes_notice_and_exact_tail(self, out: SessionOutput, spill_dir: Path) -> None:
+        text = numbered_lines(0, 3000)
+        for i in range(0, len(text), 1000):
+            out.feed(text[i : i + 1000].encode())
+        delta = out.take_delta()
+        path = spill_dir / "h1.log"
+        head = notice(len(text) - 4000, 4000, f"full output in {path}")
+        assert delta == head + text[-4000:]
+        assert out.take_delta() == ""
+
+    def test_later_small_deltas_are_inline_again(self, out: SessionOutput) -> None:
+        out.feed(("y" * 20000 + "\n").encode())
+        assert out.take_delta().startswith("[zodex] 16001 characters omitted")
+        out.feed(b"small\n")
+        assert out.take_delta() == "small\n"
+
+    def test_preview_counts_the_partial_line(self, out: SessionOutput) -> None:
+        out.feed(("z" * 17000).encode())
+        delta = out.take_delta()
+        assert delta.startswith("[zodex] 13000 characters omitted; showing the last 4000;")
+        assert delta.endswith("\n" + "z" * 4000)
+
+    def test_custom_limits(self, spill_dir: Path) -> None:
+        session = SessionOutput(spill_dir=spill_dir, spill_name="c", inline_limit=10, preview_chars=3)
+        session.feed(b"0123456789A\n")
+        assert session.take_delta() == notice(9, 3, f"full output in {spill_dir / 'c.log'}") + "9A\n"
+        session.close()
+
+    def test_invalid_limits_rejected(self, spill_dir: Path) -> None:
+        with pytest.raises(ValueError):
+            SessionOutput(spill_dir=spill_dir, spill_name="c", inline_limit=100, preview_chars=101)
+
+
+class TestSpill:
+    def test_spill_file_holds_the_whole_stream_from_the_first_char(
+        self, out: SessionOutput, spill_dir: Path
+    ) -> None:
+        first = numbered_lines(0, 100)
+        out.feed(b"\x1b[1m" + first.encode())
+        assert out.take_delta() == first
+        assert out.spill_fields() is None
+        assert not spill_dir.exists()
+
+        rest = numbered_lines(100, 3000)
+        out.feed(rest.replace("\n", "\r\n").encode())
+        fields = out.spill_fields()
+        assert fields is not None
+        path = Path(str(fields["output_file"]))
+        assert path == spill_dir / "h1.log" and path.is_absolute()
+        assert path.read_text() == first + rest  # readable while the session runs
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(spill_dir.stat().st_mode) == 0o700
+
+        out.feed(b"tail without newline")
+        out.take_delta()
+        out.feed(b" continued\n")
+        out.add_notice("[zodex] note")
+        whole = first + rest + "tail without newline continued\n[zodex] note\n"
+        assert path.read_text() == whole
+        assert out.spill_fields() == {
+            "output_file": str(path),
+            "output_chars": len(whole),
+            "output_lines": whole.count("\n"),
+            "output_file_truncated": False,
+        }
+
+    def test_line_count_includes_an_unterminated_last_line(self, out: SessionOutput) -> None:
+        out.feed(("a\n" * 9000 + "last").encode())
+        out.take_delta()
+        fields = out.spill_fields()
+        assert fields is not None
+        assert fields["output_lines"] == 9001
+        assert fields["output_chars"] == 18004
+
+    def test_small_cap_truncates_file_but_not_counts(self, spill_dir: Path) -> None:
+        session = SessionOutput(spill_dir=spill_dir, spill_name="cap", file_cap_bytes=1000)
+        text = "é" * 30000 + "\n"  # two bytes per char: a cut at an odd byte would split one
+        session.feed(text.encode())
+        delta = session.take_delta()
+        session.close()
+        fields = session.spill_fields()
+        assert fields is not None
+        assert fields["output_file_truncated"] is True
+        assert fields["output_chars"] == 30001
+        assert fields["output_lines"] == 1
+        assert (spill_dir / "cap.log").read_bytes() == ("é" * 500).encode()
+        assert delta.endswith("é" * 3999 + "\n")
+
+    def test_default_cap_is_16_mib(self, spill_dir: Path) -> None:
+        session = SessionOutput(spill_dir=spill_dir, spill_name="big")
+        chunk = ("0123456789abcde\n" * 4096).encode()  # 64 KiB
+        for _ in range(17 * 16):  # 17 MiB
+            session.feed(chunk)
+        fields = session.spill_fields()
+        session.close()
+        assert fields is not None
+        assert fields["output_file_truncated"] is True
+        assert fields["output_chars"] == 17 * MiB
+        assert fields["output_lines"] == 17 * MiB // 16
+        path = spill_dir / "big.log"
+        assert path.stat().st_size == 16 * MiB
+        with path.open("rb") as f:
+            assert f.read(len(chunk)) == chunk
+
+    def test_unwritable_spill_dir_keeps_working(self, tmp_path: Path) -> None:
+        (tmp_path / "file").write_text("")
+        session = SessionOutput(spill_dir=tmp_path / "file" / "spill", spill_name="h")
+        session.feed(("w" * 20000).encode())
+        delta = session.take_delta()
+        assert delta == notice(16000, 4000, "full output not saved") + "w" * 4000
+        assert session.spill_fields() == {"output_chars": 20000, "output_lines": 1}
+        session.feed(b"\nmore\n")
+        assert session.take_delta() == "\nmore\n"
+        session.close()
+
+    def test_taken_spill_name_is_not_overwritten(self, spill_dir: Path) -> None:
+        spill_dir.mkdir(parents=True)
+        (spill_dir / "h.log").write_text("someone else's")
+        session = SessionOutput(spill_dir=spill_dir, spill_name="h")
+        session.feed(("v" * 20000).encode())
+        assert "full output not saved" in session.take_delta()
+        assert (spill_dir / "h.log").read_text() == "someone else's"
+        session.close()
+
+    def test_close_keeps_the_file(self, out: SessionOutput, spill_dir: Path) -> None:
+        out.feed(("k" * 20000 + "\n").encode())
+        out.close()
+        out.close()
+        assert (spill_dir / "h1.log").read_text() == "k" * 20000 + "\n"
+
+
+def test_memory_stays_bounded_under_large_volume(tmp_path: Path) -> None:
+    session = SessionOutput(spill_dir=tmp_path, spill_name="flood", file_cap_bytes=MiB)
+    chunk = b"".join(b"%07d \x1b[32mok\x1b[0m\r\n" % i for i in range(3120))  # 65520 bytes
+    cleaned_per_chunk = 3120 * len("0000000 ok\n")
+    # Head and undelivered text (the same strings until the spill), one chunk, the cleaner.
+    bound = 2 * 16000 + len(chunk) + 16384 + 4096
+    fed = 0
+    tracemalloc.start()
+    try:
+        while fed < 50 * MiB:
+            session.feed(chunk)
+            fed += len(chunk)
+            assert session.held_chars <= bound, fed
+            if fed % (64 * len(chunk)) == 0:
+                session.take_delta()  # a poll now and then
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    session.close()
+    assert peak < 2 * MiB, peak
+    fields = session.spill_fields()
+    assert fields is not None
+    assert fields["output_chars"] == fed // len(chunk) * cleaned_per_chunk
+    assert fields["output_file_truncated"] is True
+    assert (tmp_path / "flood.log").stat().st_size == MiB  # ASCII: the cap is met exactly
