@@ -144,6 +144,11 @@ class TestPreview:
         with pytest.raises(ValueError):
             SessionOutput(spill_dir=spill_dir, spill_name="c", inline_limit=100, preview_chars=101)
 
+    @pytest.mark.parametrize("name", ["", ".", "..", "../escape", "a/b", "a\\b"])
+    def test_spill_name_must_be_a_plain_name(self, spill_dir: Path, name: str) -> None:
+        with pytest.raises(ValueError):
+            SessionOutput(spill_dir=spill_dir, spill_name=name)
+
 
 class TestSpill:
     def test_spill_file_holds_the_whole_stream_from_the_first_char(

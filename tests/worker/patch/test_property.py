@@ -26,7 +26,7 @@ class Style:
     anchors: bool  # `@@ <line before the chunk>` instead of a bare `@@`
     header_on_first: bool  # the first chunk may omit its `@@`
     eof_marker: bool  # `*** End of File` when a chunk reaches the end
-    bare_blank: bool  # empty context lines written as bare empty lines
+    bare_blank: bool  # empty context lines inside a chunk written as bare empty lines
     reverse: bool  # chunks listed back to front (exercises out-of-order recovery)
     crlf: bool
     bom: bool
@@ -63,10 +63,18 @@ def render_patch(path: str, old: list[str], new: list[str], style: Style) -> str
             lines.append("@@" if anchor is None else f"@@ {anchor}")
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                lines.extend("" if (style.bare_blank and not text) else " " + text for text in old[i1:i2])
+                lines.extend(" " + text for text in old[i1:i2])
                 continue
             lines.extend("-" + text for text in old[i1:i2])
             lines.extend("+" + text for text in new[j1:j2])
+        if style.bare_blank:
+            # Only inside the chunk: trailing bare blank lines are ambiguous by the grammar
+            # (context or spacing before the next chunk), and the engine may read them as
+            # spacing.
+            last_content = max(i for i, line in enumerate(lines) if line != " ")
+            lines = [
+                "" if (line == " " and 0 < i < last_content) else line for i, line in enumerate(lines)
+            ]
         if style.eof_marker and group[-1][2] == len(old):
             lines.append("*** End of File")
         chunks.append(lines)

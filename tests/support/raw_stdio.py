@@ -1,0 +1,64 @@
+"""A bare JSON-RPC driver for a stdio gateway, for tests that must control the process
+itself (close its stdin, signal it) rather than go through the client's lifecycle."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+from tests.support.gateway import GATEWAY, GatewayEnv
+
+
+class RawStdioGateway:
+    def __init__(self, env: GatewayEnv) -> None:
+        self.process = subprocess.Popen(
+            [GATEWAY, "stdio"],
+            env=env.env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=str(env.root),
+        )
+        self._next_id = 0
+        self.request("initialize", {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        })  # fmt: skip
+        self.notify("notifications/initialized")
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
+    def notify(self, method: str) -> None:
+        self._send({"jsonrpc": "2.0", "method": method})
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self._next_id += 1
+        self._send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
+        assert self.process.stdout is not None
+        while True:
+            line = self.process.stdout.readline()
+            assert line, "gateway closed stdout"
+            message = json.loads(line)
+            if message.get("id") == self._next_id:
+                result: dict[str, Any] = message["result"]
+                return result
+
+    def call(self, tool: str, **args: Any) -> dict[str, Any]:
+        return self.request("tools/call", {"name": tool, "arguments": args})
+
+    def close_stdin(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+
+    def finish(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None and not stream.closed:
+                stream.close()

@@ -1,0 +1,12 @@
+"""Turning a PTY byte stream into what the model sees (SPEC §2).
+
+- :mod:`.cleaner` — streaming removal of escape sequences and control characters;
+- :mod:`.spill` — private, size-capped spill files and their clean-up;
+- :mod:`.stream` — one session's output: deltas, tail previews, spill, bounded memory.
+"""
+
+from zodex_worker.output.cleaner import TerminalCleaner
+from zodex_worker.output.spill import SpillFile, remove_stale_spill_files
+from zodex_worker.output.stream import SessionOutput
+
+__all__ = ["SessionOutput", "SpillFile", "TerminalCleaner", "remove_stale_spill_files"]
