@@ -39,38 +39,49 @@ def _open_runtime(runtime_dir: Path | None, state_dir: Path | None) -> Runtime:
 
 
 class StopSignal:
-    """SIGTERM/SIGINT handling: by default cancel the serving task; a transport may instead
-    install a gentler hook (uvicorn's graceful exit)."""
+    """SIGTERM/SIGINT handling. A transport may install a hook that begins its own graceful
+    exit (uvicorn's); the workers are stopped either way."""
 
     def __init__(self) -> None:
         self.hook: Callable[[], None] | None = None
 
 
+GRACEFUL_TRANSPORT_S = 3.0
+
+
 async def _serve(runtime: Runtime, serve: Callable[[Supervisor, StopSignal], Awaitable[None]]) -> None:
-    """Run ``serve`` until it returns or SIGTERM/SIGINT; then stop every worker."""
+    """Serve until the transport ends (stdin closed) or SIGTERM/SIGINT; then stop every
+    worker — and with them every command — before exiting."""
     supervisor = Supervisor(runtime)
     loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    assert main is not None
     stop = StopSignal()
+    signalled = asyncio.Event()
 
     def on_signal() -> None:
         if stop.hook is not None:
             stop.hook()
-        else:
-            main.cancel()
+        signalled.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
+    serving = asyncio.create_task(serve(supervisor, stop))
+    waiting = asyncio.create_task(signalled.wait())
+    await asyncio.wait({serving, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    if not serving.done() and stop.hook is not None:
+        await asyncio.wait({serving}, timeout=GRACEFUL_TRANSPORT_S)
     try:
-        await serve(supervisor, stop)
-    except asyncio.CancelledError:
-        pass
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
         await supervisor.shutdown()
+    finally:
         runtime.release()
+    if serving.done():
+        if not serving.cancelled() and serving.exception() is not None:
+            log.error("transport failed: %r", serving.exception())
+        return
+    # The stdio transport reads stdin in a worker thread that no cancellation can
+    # interrupt; with the workers stopped and the runtime released, leave now.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 _common = [
@@ -149,7 +160,9 @@ def http(
         server = build_server(ZmqDispatcher(supervisor), start_directory=start_directory or os.getcwd())
         app = GuardedMcpApp(server, token, host)
         app.port = bound_port
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=2
+        )
         web = uvicorn.Server(config)
         # Our loop handlers own SIGTERM/SIGINT; uvicorn's would re-raise them after exit.
         web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]

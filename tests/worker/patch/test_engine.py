@@ -62,7 +62,9 @@ def test_new_file_mode_follows_the_umask(tmp_path: Path) -> None:
 
 
 def test_parser_builds_operations_with_line_numbers() -> None:
-    ops = parse_patch(_patch("*** Update File: a.py", "*** Move to: b.py", "@@ class A:", " x", "-y", "+z", ""))
+    ops = parse_patch(
+        _patch("*** Update File: a.py", "*** Move to: b.py", "@@ class A:", " x", "-y", "+z", "")
+    )
     assert ops == (
         UpdateFile(
             path="a.py",

@@ -32,7 +32,9 @@ def test_add_evidence(tmp_path: Path) -> None:
     outcome = apply_patch(_patch("*** Add File: dir/new.txt", "+a", "+b"), str(tmp_path))
     path = str(tmp_path / "dir" / "new.txt")
     assert outcome.files == (
-        FileEvidence("created", path, None, 2, 0, ("--- /dev/null", f"+++ {path}", "@@ -0,0 +1,2 @@", "+a", "+b")),
+        FileEvidence(
+            "created", path, None, 2, 0, ("--- /dev/null", f"+++ {path}", "@@ -0,0 +1,2 @@", "+a", "+b")
+        ),
     )
 
 
@@ -50,7 +52,9 @@ def test_delete_evidence(tmp_path: Path) -> None:
     outcome = apply_patch(_patch("*** Delete File: f.txt"), str(tmp_path))
     path = str(tmp_path / "f.txt")
     assert outcome.files == (
-        FileEvidence("deleted", path, None, 0, 2, (f"--- {path}", "+++ /dev/null", "@@ -1,2 +0,0 @@", "-a", "-b")),
+        FileEvidence(
+            "deleted", path, None, 0, 2, (f"--- {path}", "+++ /dev/null", "@@ -1,2 +0,0 @@", "-a", "-b")
+        ),
     )
 
 
@@ -61,7 +65,9 @@ def test_rename_evidence_names_both_paths(tmp_path: Path) -> None:
     )
     src, dst = str(tmp_path / "src.txt"), str(tmp_path / "sub" / "dst.txt")
     assert outcome.files == (
-        FileEvidence("renamed", dst, src, 1, 1, (f"--- {src}", f"+++ {dst}", "@@ -1,2 +1,2 @@", " a", "-b", "+c")),
+        FileEvidence(
+            "renamed", dst, src, 1, 1, (f"--- {src}", f"+++ {dst}", "@@ -1,2 +1,2 @@", " a", "-b", "+c")
+        ),
     )
 
 

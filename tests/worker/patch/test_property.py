@@ -15,7 +15,7 @@ from zodex_worker.patch import apply_patch
 
 # No "\n"/"\r" (they end lines), no lone surrogates (not encodable), no U+FEFF (a leading
 # one is indistinguishable from a BOM).
-_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\ufeff")
+_CHARS = st.characters(exclude_categories=["Cs"], exclude_characters="\n\r\ufeff")
 _TRICKY = ["", " ", "\t", "*** End Patch", "*** End of File", "@@", "@@ x", "+", "-", "}", "EOF", "“q” —"]
 ANY_LINE = st.one_of(st.text(_CHARS, max_size=10), st.sampled_from(_TRICKY))
 
@@ -72,9 +72,7 @@ def render_patch(path: str, old: list[str], new: list[str], style: Style) -> str
             # (context or spacing before the next chunk), and the engine may read them as
             # spacing.
             last_content = max(i for i, line in enumerate(lines) if line != " ")
-            lines = [
-                "" if (line == " " and 0 < i < last_content) else line for i, line in enumerate(lines)
-            ]
+            lines = ["" if (line == " " and 0 < i < last_content) else line for i, line in enumerate(lines)]
         if style.eof_marker and group[-1][2] == len(old):
             lines.append("*** End of File")
         chunks.append(lines)

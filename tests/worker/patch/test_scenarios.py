@@ -50,7 +50,9 @@ def test_scenario(scenario: dict[str, Any], tmp_path: Path) -> None:
 
     for directory in scenario.get("dirs", []):
         (workdir / directory).mkdir(parents=True)
-    inputs: dict[str, bytes] = {path: text.encode("utf-8") for path, text in scenario.get("files", {}).items()}
+    inputs: dict[str, bytes] = {
+        path: text.encode("utf-8") for path, text in scenario.get("files", {}).items()
+    }
     inputs.update({path: bytes.fromhex(data) for path, data in scenario.get("files_hex", {}).items()})
     for path, data in inputs.items():
         (workdir / path).parent.mkdir(parents=True, exist_ok=True)
