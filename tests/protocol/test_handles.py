@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from zodex_protocol.handles import MAX_INCARNATION, SessionHandle, worker_id_for
+
+HANDLE_RE = re.compile(r"^[A-Za-z0-9]+-[A-Za-z0-9]+$")
+
+
+def test_worker_id_is_a_pure_function_of_the_path() -> None:
+    assert worker_id_for("/repo/a") == worker_id_for("/repo/a")
+    assert worker_id_for("/repo/a") != worker_id_for("/repo/b")
+    assert re.fullmatch(r"[a-z2-7]{7}", worker_id_for("/"))
+
+
+@given(st.text(min_size=1), st.integers(min_value=0, max_value=10_000))
+def test_handles_round_trip(path: str, incarnation: int) -> None:
+    handle = SessionHandle.new(worker_id_for(path), incarnation)
+    text = str(handle)
+    assert len(text) <= 20 and HANDLE_RE.match(text) and text.isascii()
+    parsed = SessionHandle.parse(text)
+    assert parsed == handle
+    assert parsed is not None and parsed.incarnation == incarnation % MAX_INCARNATION
+
+
+def test_random_part_is_unguessable() -> None:
+    tokens = {SessionHandle.new("abcdefg", 1).token for _ in range(2000)}
+    assert len(tokens) == 2000
+    # 10 base-36 characters: log2(36**10) > 51 bits, above SPEC's 48.
+    assert 36**10 > 2**48
+
+
+def test_parse_rejects_non_handles() -> None:
+    for text in ("", "abc", "ABCDEFG1-0123456789", "abcdefg1-012345678", "abcdefg1_0123456789", "abcdefg123-0123456789"):
+        assert SessionHandle.parse(text) is None
