@@ -1,15 +1,20 @@
 """The one small interface a session uses to talk to its terminal, and its POSIX backend.
 
-The backend spawns the child in a new session with the PTY as its controlling terminal
-(ptyprocess does the fork/exec and reports a failed exec at spawn time), then hands the
-master fd to the caller. We never call ptyprocess's close/terminate/wait: they sleep by
-design; the worker's event loop owns the fd and its reaper owns the exit status.
+The backend spawns the child in a new session with the PTY as its controlling terminal and
+hands the master fd to the caller: the worker's event loop owns the fd and its reaper owns
+the exit status (nothing here sleeps, waits or signals on the hot path).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+import signal
+import struct
+import subprocess
 import sys
+import termios
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,6 +29,8 @@ class Terminal(Protocol):
 
     def write(self, data: bytes) -> int: ...
 
+    def reaped(self, status: int) -> None: ...
+
     def resize(self, rows: int, cols: int) -> None: ...
 
     def close(self) -> None: ...
@@ -34,16 +41,19 @@ class PosixTerminal:
     pid: int
     fd: int
     closed: bool = False
+    popen: subprocess.Popen[bytes] | None = None
+
+    def reaped(self, status: int) -> None:
+        """The worker's reaper collected the child: tell the Popen object, so it never
+        tries to reap (or be reaped for) a pid that is no longer ours."""
+        if self.popen is not None:
+            self.popen.returncode = os.waitstatus_to_exitcode(status)
 
     def write(self, data: bytes) -> int:
         return os.write(self.fd, data)
 
     def resize(self, rows: int, cols: int) -> None:
-        import fcntl
-        import struct
-        import termios
-
-        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, _winsize(rows, cols))
 
     def close(self) -> None:
         if not self.closed:
@@ -54,17 +64,77 @@ class PosixTerminal:
                 pass
 
 
+def _winsize(rows: int, cols: int) -> bytes:
+    return struct.pack("HHHH", rows, cols, 0, 0)
+
+
+SETSID = shutil.which("setsid")  # util-linux: `setsid --ctty` claims the PTY as controlling tty
+
+
 def spawn_terminal(argv: list[str], cwd: str, env: dict[str, str]) -> Terminal:
-    """Start ``argv`` on a fresh 200×50 PTY; raises OSError if it cannot be executed."""
+    """Start ``argv`` on a fresh 200×50 PTY as a new session whose controlling terminal is
+    the PTY; raises OSError if it cannot be started."""
     if sys.platform == "win32":  # pragma: no cover - Windows backend not built yet
         raise OSError("Windows PTYs (ConPTY via pywinpty) are not supported yet")
-    from ptyprocess import PtyProcess
+    program = argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0], path=env.get("PATH"))
+    if program is None:
+        raise FileNotFoundError(f"command not found: {argv[0]}")
+    argv = [program, *argv[1:]]
+    if SETSID is not None and sys.platform.startswith("linux"):
+        return _spawn_with_setsid(argv, cwd, env)
+    return _spawn_with_forkpty(argv, cwd, env)
 
-    proc = PtyProcess.spawn(argv, cwd=cwd, env=env, dimensions=(ROWS, COLS))
-    # Take our own copy of the master fd and retire ptyprocess's object, so its
-    # destructor (which sleeps and signals) never runs against our child.
-    fd = os.dup(proc.fd)
-    proc.fileobj.close()
-    proc.closed = True
+
+def _spawn_with_setsid(argv: list[str], cwd: str, env: dict[str, str]) -> Terminal:
+    """The fast path (about 0.3 ms against 3.5 ms for a fork from a worker-sized Python
+    heap, measured): subprocess's C-level vfork/exec runs ``setsid --ctty``, which makes
+    itself a session leader, takes the PTY on stdin as its controlling terminal and execs
+    the command in the same process."""
+    master, slave = os.openpty()
+    try:
+        fcntl.ioctl(master, termios.TIOCSWINSZ, _winsize(ROWS, COLS))
+        assert SETSID is not None
+        popen = subprocess.Popen(
+            [SETSID, "--ctty", *argv], stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env
+        )
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)
+    os.set_blocking(master, False)
+    return PosixTerminal(pid=popen.pid, fd=master, popen=popen)
+
+
+def _spawn_with_forkpty(argv: list[str], cwd: str, env: dict[str, str]) -> Terminal:
+    """Portable path: ``os.forkpty`` makes the child a session leader with the PTY as its
+    controlling terminal; the child runs only a few system calls before ``execve``, and a
+    close-on-exec pipe carries an exec failure back so a bad command fails at spawn time."""
+    winsize = _winsize(ROWS, COLS)
+    errors_r, errors_w = os.pipe2(os.O_CLOEXEC) if hasattr(os, "pipe2") else os.pipe()
+    pid, fd = os.forkpty()
+    if pid == 0:  # child: nothing but system calls until exec
+        try:
+            os.close(errors_r)
+            fcntl.ioctl(0, termios.TIOCSWINSZ, winsize)
+            # Python ignores SIGPIPE and SIGXFSZ; commands expect the defaults.
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+            os.chdir(cwd)
+            os.execve(argv[0], argv, env)
+        except BaseException as exc:  # noqa: BLE001 - anything must reach the parent
+            os.write(errors_w, f"{type(exc).__name__}: {exc}".encode(errors="replace"))
+        finally:
+            os._exit(127)
+    os.close(errors_w)
+    try:
+        failure = os.read(errors_r, 4096)
+    finally:
+        os.close(errors_r)
+    os.set_inheritable(fd, False)
+    if failure:
+        os.close(fd)
+        os.waitpid(pid, 0)  # not yet known to the reaper: collect it here
+        raise OSError(failure.decode(errors="replace"))
     os.set_blocking(fd, False)
-    return PosixTerminal(pid=proc.pid, fd=fd)
+    return PosixTerminal(pid=pid, fd=fd)

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Zodex benchmark, through the public MCP tools only, against floors measured in the same run.
+
+    python scripts/bench.py [--quick]
+
+Prints each figure next to its floor and the ratio, so results compare across machines:
+
+- trivial ``exec_command`` (``true``) end to end through a real MCP stdio client, p50/p90,
+  against spawning the same shell command on a bare PTY from Python;
+- throughput of ``seq 1 1000000`` through exec + polls to the end, against reading the same
+  command's PTY directly;
+- p50/p99 of a trivial call while 16 sessions in 4 workdirs stream output;
+- RSS of the gateway, of an idle worker, and of a worker after one session printed 100 MB;
+- ``apply_patch`` of 200 chunks over a 20,000-line file, end to end.
+
+Benchmarks are not tests: nothing here asserts; targets are printed beside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+SHELL = os.environ.get("SHELL") or "/bin/sh"
+GATEWAY = str(Path(sys.executable).parent / "zodex-gateway")
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+# ---- floors ----------------------------------------------------------------------------
+
+
+def bare_pty_run(cmd: str) -> int:
+    """Spawn ``$SHELL -c cmd`` on a fresh PTY, read until it is drained, reap it; bytes read."""
+    import pty
+    import termios
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [SHELL, "-c", cmd], stdin=slave, stdout=slave, stderr=slave, start_new_session=True, close_fds=True
+    )
+    os.close(slave)
+    attrs = termios.tcgetattr(master)
+    del attrs
+    total = 0
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError as exc:
+            if exc.errno != errno.EIO:
+                raise
+            break
+        if not chunk:
+            break
+        total += len(chunk)
+    proc.wait()
+    os.close(master)
+    return total
+
+
+def floor_trivial(n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        bare_pty_run("true")
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def floor_throughput() -> tuple[float, int]:
+    started = time.perf_counter()
+    size = bare_pty_run("seq 1 1000000")
+    return time.perf_counter() - started, size
+
+
+# ---- through Zodex ---------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, client: Client, root: Path) -> None:
+        self.client = client
+        self.root = root
+
+    async def call(self, tool: str, **args: Any) -> dict[str, Any]:
+        result = await self.client.call_tool(tool, args)
+        if result.is_error:
+            raise RuntimeError(result.content[0].text)
+        return dict(result.structured_content or {"text": result.content[0].text})
+
+    async def exec(self, cmd: str, workdir: Path, **args: Any) -> dict[str, Any]:
+        return await self.call("exec_command", cmd=cmd, workdir=str(workdir), **args)
+
+    async def run_to_end(self, cmd: str, workdir: Path) -> dict[str, Any]:
+        r = await self.exec(cmd, workdir, yield_time_ms=60000)
+        while r["status"] == "running":
+            r = await self.call("write_stdin", session_handle=r["session_handle"], yield_time_ms=60000)
+        return r
+
+    async def trivial(self, n: int, workdir: Path) -> list[float]:
+        times = []
+        for _ in range(n):
+            started = time.perf_counter()
+            await self.exec("true", workdir)
+            times.append(time.perf_counter() - started)
+        return times
+
+
+def worker_pid(state: Path, workdir: Path) -> int:
+    from zodex_protocol.handles import worker_id_for
+    from zodex_protocol.layout import WorkerRecord
+
+    wid = worker_id_for(os.path.realpath(workdir))
+    for record_file in state.glob(f"run/zodex/*/w/{wid}.json"):
+        record = WorkerRecord.read(record_file)
+        if record is not None:
+            return record.pid
+    raise RuntimeError(f"no worker for {workdir}")
+
+
+def make_patch(lines: int, chunks: int) -> tuple[str, str]:
+    original = "".join(f"line {i} of the benchmark file\n" for i in range(lines))
+    step = lines // chunks
+    parts = ["*** Begin Patch", "*** Update File: big.txt"]
+    for c in range(chunks):
+        at = c * step + step // 2
+        parts.append(f"@@ line {at - 2} of the benchmark file")
+        parts.append(f" line {at - 1} of the benchmark file")
+        parts.append(f"-line {at} of the benchmark file")
+        parts.append(f"+line {at} was changed by the benchmark")
+        parts.append(f" line {at + 1} of the benchmark file")
+    parts.append("*** End Patch")
+    return original, "\n".join(parts) + "\n"
+
+
+async def main(quick: bool) -> None:
+    n = 30 if quick else 200
+    root = Path(tempfile.mkdtemp(prefix="zxb"))
+    (root / "run").mkdir(mode=0o700)
+    dirs = [root / f"w{i}" for i in range(4)]
+    for d in dirs:
+        d.mkdir()
+    env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "XDG_RUNTIME_DIR": str(root / "run")}
+    rows: list[tuple[str, str, str, str, str]] = []
+
+    floor_trivial(10)  # warm the page cache and the shell
+    floor_times = floor_trivial(n)
+    floor_tp, tp_bytes = min(floor_throughput() for _ in range(3))
+
+    params = StdioServerParameters(command=GATEWAY, args=["stdio"], env=env, cwd=str(root))
+    async with Client(params, read_timeout_seconds=300) as client:
+        bench = Bench(client, root)
+        await bench.trivial(20, dirs[0])  # worker spawned, caches warm
+        zodex_times = await bench.trivial(n, dirs[0])
+        f50, f90 = percentile(floor_times, 50), percentile(floor_times, 90)
+        z50, z90 = percentile(zodex_times, 50), percentile(zodex_times, 90)
+        rows.append(("trivial exec p50", f"{z50 * 1000:.2f} ms", f"{f50 * 1000:.2f} ms", f"{z50 / f50:.2f}x", "≤ 3x, < 10 ms"))
+        rows.append(("trivial exec p90", f"{z90 * 1000:.2f} ms", f"{f90 * 1000:.2f} ms", f"{z90 / f90:.2f}x", ""))
+
+        tp_runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            r = await bench.run_to_end("seq 1 1000000", dirs[1])
+            tp_runs.append(time.perf_counter() - started)
+            assert r["output_lines"] == 1_000_000, r
+        z_tp = min(tp_runs)
+        mbps = tp_bytes / 1e6
+        rows.append((
+            "seq 1 1000000 throughput",
+            f"{mbps / z_tp:.1f} MB/s",
+            f"{mbps / floor_tp:.1f} MB/s",
+            f"{floor_tp / z_tp:.2f}x",
+            "≥ 0.7x",
+        ))  # fmt: skip
+
+        streams = []
+        for i in range(16):
+            r = await bench.exec("while :; do seq 1 300; sleep 0.02; done", dirs[i % 4], yield_time_ms=50)
+            streams.append(r["session_handle"])
+        await asyncio.sleep(0.5)  # let the streams get going
+        loaded = await bench.trivial(n, dirs[0])
+        l50, l99 = percentile(loaded, 50), percentile(loaded, 99)
+        rows.append(("trivial exec p50, 16 streams", f"{l50 * 1000:.2f} ms", f"{f50 * 1000:.2f} ms", f"{l50 / f50:.2f}x", ""))
+        rows.append(("trivial exec p99, 16 streams", f"{l99 * 1000:.2f} ms", "", "", "< 50 ms"))
+        for handle in streams:
+            await bench.call("write_stdin", session_handle=handle, kill_process=True)
+
+        gateway = next(p for p in psutil.Process().children(recursive=True) if "zodex-gateway" in " ".join(p.cmdline()))
+        rows.append(("gateway RSS", f"{gateway.memory_info().rss / 2**20:.1f} MB", "", "", ""))
+        idle_dir = root / "idle"
+        idle_dir.mkdir()
+        await bench.exec("true", idle_dir)
+        idle = psutil.Process(worker_pid(root, idle_dir))
+        idle_rss = idle.memory_info().rss
+        rows.append(("idle worker RSS", f"{idle_rss / 2**20:.1f} MB", "", "", "≤ 40 MB"))
+        big = await bench.run_to_end("head -c 100000000 /dev/zero | tr '\\0' 'y' | fold -w 100", idle_dir)
+        assert big["output_chars"] > 100_000_000
+        grown = idle.memory_info().rss - idle_rss
+        rows.append(("worker RSS growth after 100 MB", f"{grown / 2**20:.1f} MB", "", "", "≤ 10 MB"))
+
+        original, patch = make_patch(20_000, 200)
+        patch_times = []
+        for _ in range(5 if quick else 15):
+            (dirs[2] / "big.txt").write_text(original)
+            started = time.perf_counter()
+            await bench.call("apply_patch", patch=patch, workdir=str(dirs[2]))
+            patch_times.append(time.perf_counter() - started)
+        p50 = statistics.median(patch_times)
+        rows.append(("apply_patch 200 chunks / 20k lines", f"{p50 * 1000:.1f} ms", f"{f50 * 1000:.2f} ms", f"{p50 / f50:.1f}x", "< 100 ms"))
+
+    shutil.rmtree(root, ignore_errors=True)
+    print(f"zodex bench — {os.cpu_count()} cores, {n} samples, floor = bare PTY spawn of `$SHELL -c` from Python")
+    widths = [max(len(r[i]) for r in [*rows, ("figure", "zodex", "floor", "ratio", "target")]) for i in range(5)]
+    for row in [("figure", "zodex", "floor", "ratio", "target"), *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+    print(json.dumps({r[0]: {"zodex": r[1], "floor": r[2], "ratio": r[3]} for r in rows}))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer samples")
+    asyncio.run(main(parser.parse_args().quick))
