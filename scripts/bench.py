@@ -42,7 +42,7 @@ GATEWAY = str(Path(sys.executable).parent / "zodex-gateway")
 
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 # ---- floors ----------------------------------------------------------------------------
@@ -171,8 +171,18 @@ async def main(quick: bool) -> None:
         zodex_times = await bench.trivial(n, dirs[0])
         f50, f90 = percentile(floor_times, 50), percentile(floor_times, 90)
         z50, z90 = percentile(zodex_times, 50), percentile(zodex_times, 90)
-        rows.append(("trivial exec p50", f"{z50 * 1000:.2f} ms", f"{f50 * 1000:.2f} ms", f"{z50 / f50:.2f}x", "≤ 3x, < 10 ms"))
-        rows.append(("trivial exec p90", f"{z90 * 1000:.2f} ms", f"{f90 * 1000:.2f} ms", f"{z90 / f90:.2f}x", ""))
+        rows.append(
+            (
+                "trivial exec p50",
+                f"{z50 * 1000:.2f} ms",
+                f"{f50 * 1000:.2f} ms",
+                f"{z50 / f50:.2f}x",
+                "≤ 3x, < 10 ms",
+            )
+        )
+        rows.append(
+            ("trivial exec p90", f"{z90 * 1000:.2f} ms", f"{f90 * 1000:.2f} ms", f"{z90 / f90:.2f}x", "")
+        )
 
         tp_runs = []
         for _ in range(3):
@@ -197,12 +207,22 @@ async def main(quick: bool) -> None:
         await asyncio.sleep(0.5)  # let the streams get going
         loaded = await bench.trivial(n, dirs[0])
         l50, l99 = percentile(loaded, 50), percentile(loaded, 99)
-        rows.append(("trivial exec p50, 16 streams", f"{l50 * 1000:.2f} ms", f"{f50 * 1000:.2f} ms", f"{l50 / f50:.2f}x", ""))
+        rows.append(
+            (
+                "trivial exec p50, 16 streams",
+                f"{l50 * 1000:.2f} ms",
+                f"{f50 * 1000:.2f} ms",
+                f"{l50 / f50:.2f}x",
+                "",
+            )
+        )
         rows.append(("trivial exec p99, 16 streams", f"{l99 * 1000:.2f} ms", "", "", "< 50 ms"))
         for handle in streams:
             await bench.call("write_stdin", session_handle=handle, kill_process=True)
 
-        gateway = next(p for p in psutil.Process().children(recursive=True) if "zodex-gateway" in " ".join(p.cmdline()))
+        gateway = next(
+            p for p in psutil.Process().children(recursive=True) if "zodex-gateway" in " ".join(p.cmdline())
+        )
         rows.append(("gateway RSS", f"{gateway.memory_info().rss / 2**20:.1f} MB", "", "", ""))
         idle_dir = root / "idle"
         idle_dir.mkdir()
@@ -223,17 +243,31 @@ async def main(quick: bool) -> None:
             await bench.call("apply_patch", patch=patch, workdir=str(dirs[2]))
             patch_times.append(time.perf_counter() - started)
         p50 = statistics.median(patch_times)
-        rows.append(("apply_patch 200 chunks / 20k lines", f"{p50 * 1000:.1f} ms", f"{f50 * 1000:.2f} ms", f"{p50 / f50:.1f}x", "< 100 ms"))
+        rows.append(
+            (
+                "apply_patch 200 chunks / 20k lines",
+                f"{p50 * 1000:.1f} ms",
+                f"{f50 * 1000:.2f} ms",
+                f"{p50 / f50:.1f}x",
+                "< 100 ms",
+            )
+        )
 
     shutil.rmtree(root, ignore_errors=True)
-    print(f"zodex bench — {os.cpu_count()} cores, {n} samples, floor = bare PTY spawn of `$SHELL -c` from Python")
-    widths = [max(len(r[i]) for r in [*rows, ("figure", "zodex", "floor", "ratio", "target")]) for i in range(5)]
+    print(
+        f"zodex bench — {os.cpu_count()} cores, {n} samples, floor = bare PTY spawn of `$SHELL -c` from Python"
+    )
+    widths = [
+        max(len(r[i]) for r in [*rows, ("figure", "zodex", "floor", "ratio", "target")]) for i in range(5)
+    ]
     for row in [("figure", "zodex", "floor", "ratio", "target"), *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
     print(json.dumps({r[0]: {"zodex": r[1], "floor": r[2], "ratio": r[3]} for r in rows}))
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     asyncio.run(main(parser.parse_args().quick))

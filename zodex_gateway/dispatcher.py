@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
+from zodex_gateway.supervisor import Supervisor, lost_message
 from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle, worker_id_for
 from zodex_protocol.limits import Limits
-from zodex_gateway.supervisor import Supervisor, lost_message
 from zodex_worker.validation import check_exec_args, check_patch_args, check_write_args
 
 # A reply can take the longest yield, plus a kill's grace, plus slack for a busy machine.

@@ -10,17 +10,18 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import click
 
-from zodex_protocol.limits import Limits
 from zodex_gateway.dispatcher import ZmqDispatcher
 from zodex_gateway.http_app import GuardedMcpApp, load_or_create_token
 from zodex_gateway.mcp_server import build_server
 from zodex_gateway.runtime import Runtime
 from zodex_gateway.supervisor import Supervisor
+from zodex_protocol.limits import Limits
 
 log = logging.getLogger("zodex.gateway")
 
@@ -49,7 +50,9 @@ class StopSignal:
 GRACEFUL_TRANSPORT_S = 3.0
 
 
-async def _serve(runtime: Runtime, serve: Callable[[Supervisor, StopSignal], Awaitable[None]]) -> None:
+async def _serve(
+    runtime: Runtime, serve: Callable[[Supervisor, StopSignal], Coroutine[Any, Any, None]]
+) -> None:
     """Serve until the transport ends (stdin closed) or SIGTERM/SIGINT; then stop every
     worker — and with them every command — before exiting."""
     supervisor = Supervisor(runtime)
@@ -85,8 +88,12 @@ async def _serve(runtime: Runtime, serve: Callable[[Supervisor, StopSignal], Awa
 
 
 _common = [
-    click.option("--runtime-dir", type=click.Path(path_type=Path), help="Join this runtime instead of starting one."),
-    click.option("--state-dir", type=click.Path(path_type=Path), help="Where spill files live (default: XDG state)."),
+    click.option(
+        "--runtime-dir", type=click.Path(path_type=Path), help="Join this runtime instead of starting one."
+    ),
+    click.option(
+        "--state-dir", type=click.Path(path_type=Path), help="Where spill files live (default: XDG state)."
+    ),
     click.option("--start-directory", help="Directory named in the server instructions (default: cwd)."),
 ]
 

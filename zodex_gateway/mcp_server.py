@@ -14,9 +14,9 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
-from zodex_protocol.errors import ProtocolError
 from zodex_gateway import tools
 from zodex_gateway.dispatcher import Dispatcher
+from zodex_protocol.errors import ProtocolError
 
 log = logging.getLogger("zodex.gateway")
 

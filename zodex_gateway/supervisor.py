@@ -23,15 +23,15 @@ import msgpack
 import zmq
 import zmq.asyncio
 
+from zodex_gateway.restart_policy import RestartPolicy
+from zodex_gateway.runtime import Runtime, worker_argv
+from zodex_gateway.worker_client import WorkerClient
 from zodex_protocol import messages
 from zodex_protocol.envelope import WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import MAX_INCARNATION, SessionHandle, worker_id_for
 from zodex_protocol.layout import WorkerRecord
 from zodex_protocol.version import PROTOCOL_VERSION
-from zodex_gateway.restart_policy import RestartPolicy
-from zodex_gateway.runtime import Runtime, worker_argv
-from zodex_gateway.worker_client import WorkerClient
 from zodex_worker import proctree
 
 log = logging.getLogger("zodex.gateway")
@@ -42,10 +42,7 @@ SHUTDOWN_WAIT_S = 8.0  # the worker's own kill grace (5 s) plus margin, inside S
 
 
 def lost_message(handle: str, workdir: str) -> str:
-    return (
-        f"session {handle} was lost: the worker for {workdir} exited unexpectedly; "
-        "start the command again"
-    )
+    return f"session {handle} was lost: the worker for {workdir} exited unexpectedly; start the command again"
 
 
 def record_alive(record: WorkerRecord) -> bool:
@@ -273,4 +270,3 @@ def _read_tombstone(path: os.PathLike[str], handle: str) -> dict[str, Any] | Non
     final = dict(stone["final"])
     final["output"] = ""
     return final
-

@@ -59,7 +59,7 @@ async def run(args: argparse.Namespace) -> int:
     request_endpoint = layout.request_endpoint(args.worker_id, args.incarnation)
     event_endpoint = layout.event_endpoint(args.worker_id, args.incarnation)
     router.bind(request_endpoint)
-    pub_context = zmq.Context.instance()
+    pub_context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     pub = pub_context.socket(zmq.PUB)
     pub.setsockopt(zmq.LINGER, 0)
     pub.bind(event_endpoint)

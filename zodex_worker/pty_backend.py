@@ -122,7 +122,7 @@ def _spawn_with_forkpty(argv: list[str], cwd: str, env: dict[str, str]) -> Termi
             signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
             os.chdir(cwd)
             os.execve(argv[0], argv, env)
-        except BaseException as exc:  # noqa: BLE001 - anything must reach the parent
+        except BaseException as exc:
             os.write(errors_w, f"{type(exc).__name__}: {exc}".encode(errors="replace"))
         finally:
             os._exit(127)

@@ -85,7 +85,9 @@ class WorkerServer:
             reply = request.reply(messages.ERROR, exc.to_wire())
         except Exception as exc:
             log.exception("handler for %s failed", request.type)
-            reply = request.reply(messages.ERROR, ProtocolError(ErrorCode.INTERNAL, f"worker error: {exc}").to_wire())
+            reply = request.reply(
+                messages.ERROR, ProtocolError(ErrorCode.INTERNAL, f"worker error: {exc}").to_wire()
+            )
         await self._send(identity, reply)
 
     async def _send(self, identity: bytes, reply: Envelope) -> None:

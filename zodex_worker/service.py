@@ -199,4 +199,3 @@ class WorkerService:
         )
         self.on_idle_change()
         return session
-

@@ -312,4 +312,3 @@ class Session:
             self._loop.remove_reader(self.terminal.fd)
         self.terminal.close()
         self.output.close()
-

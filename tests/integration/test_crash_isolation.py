@@ -55,7 +55,9 @@ async def test_sigkill_worker_loses_only_its_sessions(genv: GatewayEnv, connect,
         assert again["output"] == "back\n"
         assert records(genv)[os.path.realpath(doomed_dir)].incarnation == victim.incarnation + 1
         # Old handles stay lost, even with the new incarnation running.
-        assert (await mcp.error("write_stdin", session_handle=handle)).startswith(f"session {handle} was lost")
+        assert (await mcp.error("write_stdin", session_handle=handle)).startswith(
+            f"session {handle} was lost"
+        )
         polled = await mcp.write(safe["session_handle"], yield_time_ms=300)
         assert "tick" in polled["output"]
         await mcp.write(safe["session_handle"], kill_process=True)
@@ -65,7 +67,9 @@ async def test_worker_killed_during_a_call(genv: GatewayEnv, tmp_path: Path) -> 
     async with stdio_gateway(genv) as mcp:
         started = await mcp.exec("sleep 60", str(tmp_path), yield_time_ms=50)
         victim = records(genv)[os.path.realpath(tmp_path)]
-        poll = asyncio.create_task(mcp.call("write_stdin", session_handle=started["session_handle"], yield_time_ms=30000))
+        poll = asyncio.create_task(
+            mcp.call("write_stdin", session_handle=started["session_handle"], yield_time_ms=30000)
+        )
         await asyncio.sleep(0.3)  # let the poll reach the worker; its death is the event under test
         os.kill(victim.pid, signal.SIGKILL)
         result = await asyncio.wait_for(poll, 10)

@@ -23,8 +23,14 @@ async def test_workdir_checks_in_order_with_no_side_effect(genv: GatewayEnv, con
         assert await mcp.error("exec_command", cmd="touch made", workdir="relative/dir") == (
             "workdir must be an absolute path: relative/dir"
         )
-        assert await mcp.error("exec_command", cmd="touch made", workdir="~") == "workdir must be an absolute path: ~"
-        assert await mcp.error("exec_command", cmd="touch made", workdir="") == "workdir must be an absolute path: "
+        assert (
+            await mcp.error("exec_command", cmd="touch made", workdir="~")
+            == "workdir must be an absolute path: ~"
+        )
+        assert (
+            await mcp.error("exec_command", cmd="touch made", workdir="")
+            == "workdir must be an absolute path: "
+        )
         assert await mcp.error("exec_command", cmd="touch made", workdir=str(missing)) == (
             f"workdir does not exist: {missing}"
         )
@@ -32,10 +38,15 @@ async def test_workdir_checks_in_order_with_no_side_effect(genv: GatewayEnv, con
             f"workdir is not a directory: {a_file}"
         )
         # The workdir is checked before the command.
-        assert await mcp.error("exec_command", cmd="", workdir="rel") == "workdir must be an absolute path: rel"
+        assert (
+            await mcp.error("exec_command", cmd="", workdir="rel") == "workdir must be an absolute path: rel"
+        )
         assert await mcp.error("exec_command", cmd="", workdir=str(tmp_path)) == "cmd must not be empty"
         assert await mcp.error("exec_command", cmd="   ", workdir=str(tmp_path)) == "cmd must not be empty"
-        assert await mcp.error("apply_patch", patch="garbage", workdir="rel") == "workdir must be an absolute path: rel"
+        assert (
+            await mcp.error("apply_patch", patch="garbage", workdir="rel")
+            == "workdir must be an absolute path: rel"
+        )
         assert await mcp.error("apply_patch", patch="garbage", workdir=str(missing)) == (
             f"workdir does not exist: {missing}"
         )

@@ -90,12 +90,19 @@ async def test_environment_and_fresh_shell(genv: GatewayEnv, connect, tmp_path: 
     assert again["output"] == f"[] {os.path.realpath(tmp_path)}\n"
 
 
-async def test_running_command_gives_handle_then_poll_deltas(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+async def test_running_command_gives_handle_then_poll_deltas(
+    genv: GatewayEnv, connect, tmp_path: Path
+) -> None:
     async with connect(genv) as mcp:
-        r = await mcp.exec("echo one; sleep 0.5; echo two; sleep 0.5; echo three", str(tmp_path), yield_time_ms=200)
+        r = await mcp.exec(
+            "echo one; sleep 0.5; echo two; sleep 0.5; echo three", str(tmp_path), yield_time_ms=200
+        )
         assert r["status"] == "running"
         handle = r["session_handle"]
-        assert r["summary"] == f"still running after {r['wall_time_ms'] / 1000:.1f}s; use session_handle {handle} to poll"
+        assert (
+            r["summary"]
+            == f"still running after {r['wall_time_ms'] / 1000:.1f}s; use session_handle {handle} to poll"
+        )
         assert r["output"] == "one\n"
         rest, last = await mcp.drain(handle)
     assert rest == "two\nthree\n", "polls must carry only new output, never repeat"
@@ -132,7 +139,7 @@ async def test_yield_is_clamped(genv: GatewayEnv, connect, tmp_path: Path) -> No
 
 async def test_typing_into_a_session(genv: GatewayEnv, connect, tmp_path: Path) -> None:
     async with connect(genv) as mcp:
-        r = await mcp.exec("read -r name; echo \"hello $name\"", str(tmp_path), yield_time_ms=100)
+        r = await mcp.exec('read -r name; echo "hello $name"', str(tmp_path), yield_time_ms=100)
         assert r["status"] == "running"
         typed = await mcp.write(r["session_handle"], chars="zodex\n", yield_time_ms=5000)
     assert "hello zodex" in typed["output"]
@@ -148,7 +155,9 @@ async def test_prompt_without_newline_reaches_the_model(genv: GatewayEnv, connec
 
 async def test_ctrl_c_interrupts(genv: GatewayEnv, connect, tmp_path: Path) -> None:
     async with connect(genv) as mcp:
-        r = await mcp.exec("trap 'echo caught; exit 7' INT; echo armed; sleep 60 & wait", str(tmp_path), yield_time_ms=500)
+        r = await mcp.exec(
+            "trap 'echo caught; exit 7' INT; echo armed; sleep 60 & wait", str(tmp_path), yield_time_ms=500
+        )
         assert r["output"] == "armed\n"
         typed = await mcp.write(r["session_handle"], chars="\u0003", yield_time_ms=5000)
         if typed["status"] == "running":

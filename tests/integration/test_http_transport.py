@@ -17,7 +17,11 @@ INIT = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
 }
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -31,7 +35,9 @@ def gateway(genv: GatewayEnv) -> Iterator[HttpGateway]:
         gw.stop()
 
 
-def post(gw: HttpGateway, headers: dict[str, str], path: str = "/mcp", host: str | None = None) -> httpx.Response:
+def post(
+    gw: HttpGateway, headers: dict[str, str], path: str = "/mcp", host: str | None = None
+) -> httpx.Response:
     url = f"http://127.0.0.1:{gw.port}{path}"
     all_headers = {**ACCEPT, **headers}
     if host is not None:

@@ -27,13 +27,7 @@ async def test_cleaning(genv: GatewayEnv, connect, tmp_path: Path) -> None:
     async with connect(genv) as mcp:
         r = await mcp.exec(script, str(tmp_path))
     assert r["output"] == (
-        "red plain\n"
-        "osc gone\n"
-        "charset\n"
-        "progress 100%\n"
-        "a\tb\n"
-        "bell nul bidix\n"
-        "bad \ufffd\ufffd bytes\n"
+        "red plain\nosc gone\ncharset\nprogress 100%\na\tb\nbell nul bidix\nbad \ufffd\ufffd bytes\n"
     )
 
 
@@ -42,7 +36,7 @@ async def test_utf8_split_across_reads(genv: GatewayEnv, connect, tmp_path: Path
     script = r"""for b in '\360' '\237' '\230' '\200'; do printf "$b"; sleep 0.05; done; printf ' é\n'"""
     async with connect(genv) as mcp:
         r = await mcp.exec(script, str(tmp_path))
-    assert r["output"] == "\U0001F600 é\n"
+    assert r["output"] == "\U0001f600 é\n"
 
 
 async def test_large_delta_gives_tail_preview_and_spill_file(tmp_path: Path) -> None:
@@ -68,7 +62,9 @@ async def test_large_delta_gives_tail_preview_and_spill_file(tmp_path: Path) -> 
 
 async def test_spill_fields_stay_on_every_later_result(genv: GatewayEnv, connect, tmp_path: Path) -> None:
     async with connect(genv) as mcp:
-        r = await mcp.exec("seq 1 5000; sleep 0.5; echo tail-line; sleep 0.5", str(tmp_path), yield_time_ms=300)
+        r = await mcp.exec(
+            "seq 1 5000; sleep 0.5; echo tail-line; sleep 0.5", str(tmp_path), yield_time_ms=300
+        )
         assert "output_file" in r
         first_chars = r["output_chars"]
         rest, last = await mcp.drain(r["session_handle"])
@@ -122,10 +118,15 @@ async def test_memory_stays_bounded_for_a_big_stream(tmp_path: Path) -> None:
             from zodex_protocol.layout import WorkerRecord
 
             record = next(
-                r for d in genv.runtime_dirs() for p in (d / "w").glob("*.json") if (r := WorkerRecord.read(p))
+                r
+                for d in genv.runtime_dirs()
+                for p in (d / "w").glob("*.json")
+                if (r := WorkerRecord.read(p))
             )
             before = psutil.Process(record.pid).memory_info().rss
-            r = await mcp.exec("head -c 100000000 /dev/zero | tr '\\0' 'x' | fold -w 100", str(tmp_path), yield_time_ms=60000)
+            r = await mcp.exec(
+                "head -c 100000000 /dev/zero | tr '\\0' 'x' | fold -w 100", str(tmp_path), yield_time_ms=60000
+            )
             if r["status"] == "running":
                 _, r = await mcp.drain(r["session_handle"], limit_s=100)
             after = psutil.Process(record.pid).memory_info().rss

@@ -56,7 +56,9 @@ async def test_kill_ends_the_whole_group_and_escapees(genv: GatewayEnv, connect,
 async def test_kill_escalates_to_sigkill(tmp_path: Path) -> None:
     with gateway_env(kill_grace_ms=500) as genv:
         async with stdio_gateway(genv) as mcp:
-            r = await mcp.exec("trap '' TERM; echo stubborn; while :; do sleep 0.05; done", str(tmp_path), yield_time_ms=500)
+            r = await mcp.exec(
+                "trap '' TERM; echo stubborn; while :; do sleep 0.05; done", str(tmp_path), yield_time_ms=500
+            )
             assert r["output"] == "stubborn\n"
             killed = await mcp.write(r["session_handle"], kill_process=True)
     assert killed["termination_reason"] == "killed"
@@ -88,7 +90,9 @@ async def test_tombstone_expires(tmp_path: Path) -> None:
             await mcp.exec("true", str(tmp_path))
             assert (await mcp.write(handle, yield_time_ms=50))["status"] == "exited"
             await asyncio.sleep(1.2)  # the tombstone lifetime itself is what is tested
-            assert await mcp.error("write_stdin", session_handle=handle) == f"Unknown session handle: {handle}"
+            assert (
+                await mcp.error("write_stdin", session_handle=handle) == f"Unknown session handle: {handle}"
+            )
 
 
 async def test_timeout_without_polling(tmp_path: Path) -> None:
@@ -130,7 +134,12 @@ async def test_background_process_is_counted_then_killed_by_timeout(tmp_path: Pa
         async with stdio_gateway(genv) as mcp:
             # nohup must have ignored SIGHUP before the shell (the terminal's controlling
             # process) exits and the kernel hangs up its group: give it a moment.
-            r = await mcp.exec("nohup sleep 30 >/dev/null 2>&1 & echo bg=$!; sleep 0.3", str(tmp_path), yield_time_ms=5000, timeout_ms=1500)
+            r = await mcp.exec(
+                "nohup sleep 30 >/dev/null 2>&1 & echo bg=$!; sleep 0.3",
+                str(tmp_path),
+                yield_time_ms=5000,
+                timeout_ms=1500,
+            )
             assert r["status"] == "exited" and r["exit_code"] == 0
             assert r["summary"].endswith("; 1 background process still running"), r["summary"]
             bg = pids_in(r["output"])["bg"]
@@ -188,7 +197,9 @@ async def test_calls_on_different_sessions_do_not_wait(genv: GatewayEnv, connect
 
 async def test_calls_on_one_session_are_serialised(genv: GatewayEnv, connect, tmp_path: Path) -> None:
     async with connect(genv) as mcp:
-        r = await mcp.exec("for i in 1 2 3 4 5 6; do echo line$i; sleep 0.1; done", str(tmp_path), yield_time_ms=50)
+        r = await mcp.exec(
+            "for i in 1 2 3 4 5 6; do echo line$i; sleep 0.1; done", str(tmp_path), yield_time_ms=50
+        )
         handle = r["session_handle"]
         results = await asyncio.gather(*(mcp.write(handle, yield_time_ms=2000) for _ in range(4)))
         out = r["output"] + "".join(x["output"] for x in results)

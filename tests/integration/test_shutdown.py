@@ -60,7 +60,9 @@ async def test_gateway_stop_leaves_nothing_behind(genv: GatewayEnv, tmp_path: Pa
             gateway.process.send_signal(getattr(signal, how))
         await wait_for(lambda: gateway.process.poll() is not None, timeout=10, what="the gateway to exit")
         await wait_for(
-            lambda: not any(pid_alive(p) for p in everything), timeout=10, what="workers and commands to be gone"
+            lambda: not any(pid_alive(p) for p in everything),
+            timeout=10,
+            what="workers and commands to be gone",
         )
         assert time.monotonic() - started < 10
         if how != "SIGKILL":
@@ -81,7 +83,9 @@ async def test_http_gateway_sigterm_with_a_poll_in_flight(genv: GatewayEnv, tmp_
             r = await mcp.exec(FAMILY, str(tmp_path), yield_time_ms=1000)
             commands = [int(p) for p in re.findall(r"=(\d+)", r["output"])]
             workers = worker_pids(genv)
-            poll = asyncio.create_task(mcp.call("write_stdin", session_handle=r["session_handle"], yield_time_ms=60000))
+            poll = asyncio.create_task(
+                mcp.call("write_stdin", session_handle=r["session_handle"], yield_time_ms=60000)
+            )
             await asyncio.sleep(0.2)  # the poll must be in flight when the signal lands
             started = time.monotonic()
             gateway.process.send_signal(signal.SIGTERM)

@@ -34,5 +34,12 @@ def test_random_part_is_unguessable() -> None:
 
 
 def test_parse_rejects_non_handles() -> None:
-    for text in ("", "abc", "ABCDEFG1-0123456789", "abcdefg1-012345678", "abcdefg1_0123456789", "abcdefg123-0123456789"):
+    for text in (
+        "",
+        "abc",
+        "ABCDEFG1-0123456789",
+        "abcdefg1-012345678",
+        "abcdefg1_0123456789",
+        "abcdefg123-0123456789",
+    ):
         assert SessionHandle.parse(text) is None

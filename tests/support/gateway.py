@@ -157,7 +157,10 @@ def start_http_gateway(env: GatewayEnv, *args: str) -> HttpGateway:
 @contextlib.asynccontextmanager
 async def http_client(url: str, headers: dict[str, str]) -> AsyncIterator[Mcp]:
     http = create_mcp_http_client(headers=headers)
-    async with http, Client(streamable_http_client(url, http_client=http), read_timeout_seconds=120) as client:
+    async with (
+        http,
+        Client(streamable_http_client(url, http_client=http), read_timeout_seconds=120) as client,
+    ):
         yield Mcp(client)
 
 
