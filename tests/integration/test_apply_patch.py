@@ -1,0 +1,97 @@
+"""apply_patch through a real MCP client (SPEC §1.4, §4.5): routing, workdir rules, results."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support.gateway import GatewayEnv
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def test_patch_applies_and_reports(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("one\ntwo\nthree\n")
+    (tmp_path / "gone.txt").write_text("bye\n")
+    patch = (
+        "*** Begin Patch\n"
+        "*** Update File: a.txt\n"
+        "@@\n"
+        " one\n"
+        "-two\n"
+        "+TWO\n"
+        "*** Add File: sub/new.txt\n"
+        "+fresh\n"
+        "*** Delete File: gone.txt\n"
+        "*** End Patch\n"
+    )
+    real = os.path.realpath(tmp_path)
+    async with connect(genv) as mcp:
+        result = await mcp.call("apply_patch", patch=patch, workdir=str(tmp_path))
+    assert not result.is_error
+    assert result.content[0].text == (
+        f"Success. Updated the following files:\nM {real}/a.txt\nA {real}/sub/new.txt\nD {real}/gone.txt"
+    )
+    assert (tmp_path / "a.txt").read_text() == "one\nTWO\nthree\n"
+    assert (tmp_path / "sub" / "new.txt").read_text() == "fresh\n"
+    assert not (tmp_path / "gone.txt").exists()
+
+
+async def test_workdir_is_checked_before_the_patch(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+    async with connect(genv) as mcp:
+        text = await mcp.error("apply_patch", patch="not a patch", workdir="relative")
+        assert text == "workdir must be an absolute path: relative"
+        text = await mcp.error("apply_patch", patch="not a patch", workdir=str(tmp_path))
+    assert text.startswith("Invalid patch")
+
+
+async def test_malformed_patch_touches_nothing(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("one\n")
+    # Valid Add first, then a chunk line with no valid prefix: the whole patch is refused.
+    patch = "*** Begin Patch\n*** Add File: b.txt\n+b\n*** Update File: a.txt\n@@\n-one\n+uno\n?bogus\n*** End Patch\n"
+    async with connect(genv) as mcp:
+        text = await mcp.error("apply_patch", patch=patch, workdir=str(tmp_path))
+    assert text.startswith("Invalid patch hunk on line 8:"), text
+    assert "?bogus" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
+
+
+async def test_partial_application_is_an_error_naming_both_sides(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+    (tmp_path / "ok.txt").write_text("keep\nold\n")
+    (tmp_path / "stale.txt").write_text("alpha\nbeta\ngamma\n")
+    patch = (
+        "*** Begin Patch\n"
+        "*** Update File: ok.txt\n"
+        "@@\n"
+        " keep\n"
+        "-old\n"
+        "+new\n"
+        "*** Update File: stale.txt\n"
+        "@@\n"
+        " alpha\n"
+        "-beta gone\n"
+        "+replacement\n"
+        "*** End Patch\n"
+    )
+    real = os.path.realpath(tmp_path)
+    async with connect(genv) as mcp:
+        text = await mcp.error("apply_patch", patch=patch, workdir=str(tmp_path))
+    assert text.startswith("apply_patch partially applied: 1 of 2 file operations succeeded.")
+    assert f"Already changed:\nM {real}/ok.txt" in text
+    assert f"Update File {real}/stale.txt: Failed to find expected lines" in text
+    assert "Nearest match at line 1" in text
+    assert (tmp_path / "ok.txt").read_text() == "keep\nnew\n"
+    assert (tmp_path / "stale.txt").read_text() == "alpha\nbeta\ngamma\n"
+
+
+async def test_absolute_paths_outside_the_workdir(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    outside = tmp_path / "elsewhere.txt"
+    patch = f"*** Begin Patch\n*** Add File: {outside}\n+routed, not confined\n*** End Patch\n"
+    async with connect(genv) as mcp:
+        result = await mcp.call("apply_patch", patch=patch, workdir=str(work))
+    assert not result.is_error, result.content[0].text
+    assert outside.read_text() == "routed, not confined\n"
