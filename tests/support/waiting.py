@@ -1,0 +1,26 @@
+"""Bounded waits for conditions that have no event to wait on (a pid disappearing), in
+synchronous tests. The async twin is :func:`tests.support.gateway.wait_for`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from zodex_worker import proctree
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def process_gone(pid: int, start: int | None) -> bool:
+    """True once ``pid`` no longer names the process that started at ``start`` (a zombie
+    counts as gone: it no longer runs)."""
+    info = proctree.read_proc(pid)
+    return info is None or info.zombie or info.start != start
