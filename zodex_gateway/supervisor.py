@@ -38,6 +38,9 @@ log = logging.getLogger("zodex.gateway")
 
 READY_TIMEOUT_S = 15.0
 HEALTH_TIMEOUT_S = 3.0
+# Liveness is an event (pidfd); health — a worker that is alive but no longer answers — can
+# only be probed, every ``limits.health_interval_ms``, through the real request path.
+HEALTH_FAILURES_ALLOWED = 2
 SHUTDOWN_WAIT_S = 8.0  # the worker's own kill grace (5 s) plus margin, inside SPEC's 10 s
 
 
@@ -67,6 +70,8 @@ class Supervisor:
         self._locks: dict[str, asyncio.Lock] = {}
         self._children: dict[int, asyncio.subprocess.Process] = {}
         self._counted_crashes: set[tuple[str, int]] = set()
+        self._health_failures: dict[str, int] = {}
+        self._health_task: asyncio.Task[None] | None = None
         self.stopping = False
 
     # ---- workdir → worker --------------------------------------------------------------
@@ -152,8 +157,28 @@ class Supervisor:
                 "check the gateway log and retry",
             )
         client = WorkerClient(record, self.context, self.codec, self._client_exited)
-        self.clients[worker_id] = client
+        self._adopt(client)
         return client
+
+    def _adopt(self, client: WorkerClient) -> None:
+        self.clients[client.worker_id] = client
+        if self._health_task is None:
+            self._health_task = asyncio.create_task(self._check_health())
+
+    async def _check_health(self) -> None:
+        while not self.stopping:
+            await asyncio.sleep(self.runtime.limits.health_interval_ms / 1000)
+            for client in [c for c in self.clients.values() if c.alive]:
+                try:
+                    await client.request(messages.PING, {}, timeout=HEALTH_TIMEOUT_S)
+                    self._health_failures.pop(client.worker_id, None)
+                except (TimeoutError, ProtocolError):
+                    failures = self._health_failures.get(client.worker_id, 0) + 1
+                    self._health_failures[client.worker_id] = failures
+                    if failures >= HEALTH_FAILURES_ALLOWED and client.alive:
+                        log.warning("worker for %s stopped answering; killing it", client.record.workdir)
+                        self._kill_record(client.record)
+                        client.mark_dead()
 
     async def _connect(self, record: WorkerRecord) -> WorkerClient | None:
         if record.protocol != PROTOCOL_VERSION:
@@ -165,7 +190,7 @@ class Supervisor:
         except (TimeoutError, ProtocolError):
             client.close()
             return None
-        self.clients[record.worker_id] = client
+        self._adopt(client)
         return client
 
     def _kill_record(self, record: WorkerRecord) -> None:
@@ -187,6 +212,11 @@ class Supervisor:
         self._counted_crashes.add(key)
         self.policies.setdefault(record.worker_id, RestartPolicy()).record_crash()
         log.warning("worker for %s (incarnation %d) exited unexpectedly", record.workdir, record.incarnation)
+        # Its sessions are lost; commands that survived the PTY hang-up must not run on
+        # unowned. Their environment names the incarnation that started them.
+        prefix = str(SessionHandle(record.worker_id, record.incarnation, "")).rstrip("-")
+        for orphan in proctree.marked_processes(prefix + "-"):
+            proctree.signal_process(orphan, signal.SIGKILL)
 
     # ---- handle → worker ---------------------------------------------------------------
 
@@ -223,6 +253,8 @@ class Supervisor:
     async def shutdown(self) -> None:
         """Stop every worker this gateway knows of (all of them when it owns the runtime)."""
         self.stopping = True
+        if self._health_task is not None:
+            self._health_task.cancel()
         records = self._known_records()
         await asyncio.gather(*(self._stop_worker(r) for r in records), return_exceptions=True)
         for client in list(self.clients.values()):

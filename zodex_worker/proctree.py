@@ -137,6 +137,23 @@ def may_have_members(leader_pid: int, other_leaders: set[int]) -> bool:
     return children is None or bool(children - other_leaders)
 
 
+def marked_processes(handle_prefix: str) -> list[ProcInfo]:
+    """Every live process whose session marker starts with ``handle_prefix`` — the commands
+    of one worker incarnation, found after that worker died and they were orphaned."""
+    marker = f"{SESSION_MARKER}={handle_prefix}".encode()
+    found = []
+    for info in snapshot().values():
+        if info.zombie or info.pid == os.getpid():
+            continue
+        try:
+            with open(f"{PROC}/{info.pid}/environ", "rb") as f:
+                if any(item.startswith(marker) for item in f.read().split(b"\0")):
+                    found.append(info)
+        except OSError:
+            continue
+    return found
+
+
 def signal_process(info: ProcInfo, sig: int) -> bool:
     """Signal one process only if it is still the one we saw. True if delivered."""
     pidfd_open = getattr(os, "pidfd_open", None)

@@ -58,7 +58,9 @@ async def test_malformed_patch_touches_nothing(genv: GatewayEnv, connect, tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
 
 
-async def test_partial_application_is_an_error_naming_both_sides(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+async def test_partial_application_is_an_error_naming_both_sides(
+    genv: GatewayEnv, connect, tmp_path: Path
+) -> None:
     (tmp_path / "ok.txt").write_text("keep\nold\n")
     (tmp_path / "stale.txt").write_text("alpha\nbeta\ngamma\n")
     patch = (

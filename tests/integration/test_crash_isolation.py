@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.support.gateway import GatewayEnv, gateway_env, pid_alive, stdio_gateway, wait_for
@@ -32,12 +33,18 @@ async def test_sigkill_worker_loses_only_its_sessions(genv: GatewayEnv, connect,
     safe_dir = tmp_path / "safe"
     doomed_dir.mkdir()
     safe_dir.mkdir()
-    stream = "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.05; done"
+    # The trap makes the doomed loop outlive the PTY hang-up: the gateway must end it.
+    stream = "trap '' HUP; i=0; while :; do i=$((i+1)); echo tick $i 2>/dev/null; sleep 0.05; done"
     async with connect(genv) as mcp:
         doomed = await mcp.exec(stream, str(doomed_dir), yield_time_ms=300)
         safe = await mcp.exec(stream, str(safe_dir), yield_time_ms=300)
         assert "tick 1" in doomed["output"] and "tick 1" in safe["output"]
         victim = records(genv)[os.path.realpath(doomed_dir)]
+        doomed_shell = next(
+            p.pid
+            for p in psutil.Process(victim.pid).children()
+            if p.environ().get("ZODEX_SESSION_HANDLE") == doomed["session_handle"]
+        )
         os.kill(victim.pid, signal.SIGKILL)
         await wait_for(lambda: not pid_alive(victim.pid), what="the worker to die")
 
@@ -61,6 +68,7 @@ async def test_sigkill_worker_loses_only_its_sessions(genv: GatewayEnv, connect,
         polled = await mcp.write(safe["session_handle"], yield_time_ms=300)
         assert "tick" in polled["output"]
         await mcp.write(safe["session_handle"], kill_process=True)
+    await wait_for(lambda: not pid_alive(doomed_shell), what="the lost session's command to be killed")
 
 
 async def test_worker_killed_during_a_call(genv: GatewayEnv, tmp_path: Path) -> None:
@@ -101,3 +109,24 @@ async def test_crash_loop_gives_a_clear_error(tmp_path: Path) -> None:
             # The gateway itself is fine.
             listed = await mcp.client.list_tools()
             assert len(listed.tools) == 3
+
+
+async def test_hung_worker_is_detected_by_health_pings(tmp_path: Path) -> None:
+    hung_dir, other_dir = tmp_path / "hung", tmp_path / "other"
+    hung_dir.mkdir()
+    other_dir.mkdir()
+    with gateway_env(health_interval_ms=300) as genv:
+        async with stdio_gateway(genv) as mcp:
+            r = await mcp.exec("sleep 60", str(hung_dir), yield_time_ms=50)
+            await mcp.exec("true", str(other_dir))
+            victim = records(genv)[os.path.realpath(hung_dir)]
+            os.kill(victim.pid, signal.SIGSTOP)  # alive, but answers nothing
+            try:
+                text = await mcp.error("write_stdin", session_handle=r["session_handle"], yield_time_ms=50)
+            finally:
+                if pid_alive(victim.pid):
+                    os.kill(victim.pid, signal.SIGCONT)
+            assert "was lost" in text
+            await wait_for(lambda: not pid_alive(victim.pid), what="the hung worker to be killed")
+            assert (await mcp.exec("echo ok", str(other_dir)))["output"] == "ok\n"
+            assert (await mcp.exec("echo back", str(hung_dir)))["output"] == "back\n"

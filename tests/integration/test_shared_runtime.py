@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import gateway_env, http_client, pid_alive, start_http_gateway, stdio_gateway, wait_for
+from tests.support.gateway import (
+    gateway_env,
+    http_client,
+    pid_alive,
+    start_http_gateway,
+    stdio_gateway,
+    wait_for,
+)
 from zodex_protocol.layout import WorkerRecord
 
 pytestmark = pytest.mark.timeout(60)

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from zodex_worker import proctree
+
+T = TypeVar("T")
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
@@ -17,6 +20,20 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str =
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
+
+
+def wait_for_value(probe: Callable[[], T | None], timeout: float = 10.0, what: str = "value") -> T:
+    """Bounded wait for ``probe`` to return something other than None; returns it."""
+    found: list[T] = []
+
+    def seen() -> bool:
+        value = probe()
+        if value is not None:
+            found.append(value)
+        return value is not None
+
+    wait_until(seen, timeout, what)
+    return found[-1]
 
 
 def process_gone(pid: int, start: int | None) -> bool:

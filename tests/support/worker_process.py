@@ -45,6 +45,7 @@ class WorkerProcess:
     record: WorkerRecord
     lock_fd: int | None
     context: zmq.Context[zmq.Socket[bytes]] = field(default_factory=zmq.Context)
+    sockets: list[zmq.Socket[bytes]] = field(default_factory=list)
 
     def release_owner_lock(self) -> None:
         """Act as an owner that went away: closing the fd drops the exclusive flock."""
@@ -60,17 +61,21 @@ class WorkerProcess:
         return self.layout.exit_file(self.worker_id, self.incarnation)
 
     def dealer(self, codec: WireCodec | None = None) -> RawDealer:
-        socket = self.context.socket(zmq.DEALER)
-        socket.setsockopt(zmq.LINGER, 0)
+        socket = self._socket(zmq.DEALER)
         socket.connect(self.record.request_endpoint)
         return RawDealer(socket, codec or WireCodec(self.key))
 
     def subscriber(self) -> EventSubscriber:
-        socket = self.context.socket(zmq.SUB)
-        socket.setsockopt(zmq.LINGER, 0)
+        socket = self._socket(zmq.SUB)
         socket.setsockopt(zmq.SUBSCRIBE, b"")
         socket.connect(self.record.event_endpoint)
         return EventSubscriber(socket, WireCodec(self.key))
+
+    def _socket(self, kind: int) -> zmq.Socket[bytes]:
+        socket = self.context.socket(kind)
+        socket.setsockopt(zmq.LINGER, 0)
+        self.sockets.append(socket)
+        return socket
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -79,7 +84,9 @@ class WorkerProcess:
         if self.process.stdout is not None:
             self.process.stdout.close()
         self.release_owner_lock()
-        self.context.destroy(linger=0)
+        for socket in self.sockets:
+            socket.close(linger=0)
+        self.context.term()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -111,11 +118,14 @@ def start_worker(limits: dict[str, int] | None = None, incarnation: int = 1) -> 
     ready, _, _ = select.select([process.stdout], [], [], READY_TIMEOUT_S)
     line = process.stdout.readline() if ready else b""
     record = WorkerRecord.read(layout.record_file(worker_id))
-    worker = WorkerProcess(root, layout, key, workdir, worker_id, incarnation, process, record, lock_fd)  # type: ignore[arg-type]
     if line.strip() != b"READY" or record is None:
-        worker.stop()
+        process.kill()
+        process.wait(10)
+        process.stdout.close()
+        os.close(lock_fd)
+        shutil.rmtree(root, ignore_errors=True)
         raise AssertionError(f"worker did not start: first line {line!r}, record {record!r}")
-    return worker
+    return WorkerProcess(root, layout, key, workdir, worker_id, incarnation, process, record, lock_fd)
 
 
 @contextlib.contextmanager
