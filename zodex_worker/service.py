@@ -108,9 +108,10 @@ class WorkerService:
                 await session.terminate("killed")
             elif chars:
                 self._refuse_if_stopping()
+                typed_at = time.monotonic()
                 if session.running:
                     await session.type(chars.encode("utf-8", "surrogatepass"))
-                await session.wait_poll(yield_ms / 1000)
+                await session.wait_poll(yield_ms / 1000, output_after=typed_at)
             else:
                 await session.wait_poll(yield_ms / 1000)
             result = session_result(session, session.output.take_delta())

@@ -198,8 +198,12 @@ class Session:
                 return
             await self._wait_changed(remaining)
 
-    async def wait_poll(self, timeout: float) -> None:
-        """SPEC §1.2 poll: exit, or new output then 250 ms of quiet, or the yield window."""
+    async def wait_poll(self, timeout: float, *, output_after: float = 0.0) -> None:
+        """SPEC §1.2 poll: exit, or new output then 250 ms of quiet, or the yield window.
+
+        ``output_after`` (a monotonic time) ignores output older than it: after typing,
+        the answer to what was typed is awaited, not text that was already waiting.
+        """
         deadline = time.monotonic() + timeout
         settle = self.limits.poll_settle_ms / 1000
         while self.running:
@@ -207,7 +211,7 @@ class Session:
             if now >= deadline:
                 return
             wake_at = deadline
-            if self.output.has_undelivered():
+            if self.output.has_undelivered() and self._last_output >= output_after:
                 quiet_at = self._last_output + settle
                 if now >= quiet_at:
                     return
@@ -231,8 +235,13 @@ class Session:
                 written = self.terminal.write(view.tobytes())
                 view = view[written:]
             except BlockingIOError:
-                ready = self._loop.create_future()
-                self._loop.add_writer(self.terminal.fd, ready.set_result, None)
+                ready: asyncio.Future[None] = self._loop.create_future()
+
+                def writable(ready: asyncio.Future[None] = ready) -> None:
+                    if not ready.done():
+                        ready.set_result(None)
+
+                self._loop.add_writer(self.terminal.fd, writable)
                 try:
                     await ready
                 finally:

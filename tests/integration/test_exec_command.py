@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
@@ -195,3 +196,18 @@ async def test_symlinked_workdir_reports_physical_cwd(genv: GatewayEnv, connect,
         r = await mcp.exec("pwd -P", str(link))
     assert r["cwd"] == os.path.realpath(real)
     assert r["output"] == f"{os.path.realpath(real)}\n"
+
+
+async def test_typing_waits_for_the_answer_not_older_output(
+    genv: GatewayEnv, connect, tmp_path: Path
+) -> None:
+    async with connect(genv) as mcp:
+        r = await mcp.exec(
+            "sleep 0.1; echo first; read -r x; echo answer $x; sleep 30", str(tmp_path), yield_time_ms=50
+        )
+        assert r["output"] == ""
+        await asyncio.sleep(0.6)  # "first" is now waiting, and quiet for longer than 250 ms
+        typed = await mcp.write(r["session_handle"], chars="hi\n", yield_time_ms=5000)
+        await mcp.write(r["session_handle"], kill_process=True)
+    assert "first\n" in typed["output"]
+    assert "answer hi\n" in typed["output"]
