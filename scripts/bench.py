@@ -200,9 +200,15 @@ async def main(quick: bool) -> None:
             "≥ 0.7x",
         ))  # fmt: skip
 
+        # Each stream: one long-lived process printing a line every millisecond (no process
+        # churn, so the load is output handling, not fork/exec).
+        streamer = (
+            f"{sys.executable} -u -c 'import time, itertools\n"
+            "for i in itertools.count(): print(\"stream line\", i, flush=True); time.sleep(0.001)'"
+        )
         streams = []
         for i in range(16):
-            r = await bench.exec("while :; do seq 1 300; sleep 0.02; done", dirs[i % 4], yield_time_ms=50)
+            r = await bench.exec(streamer, dirs[i % 4], yield_time_ms=50)
             streams.append(r["session_handle"])
         await asyncio.sleep(0.5)  # let the streams get going
         loaded = await bench.trivial(n, dirs[0])

@@ -222,6 +222,8 @@ class Supervisor:
 
     async def route_handle(self, text: str) -> WorkerClient | dict[str, Any]:
         """The worker that owns a handle, or the final result of an exited incarnation."""
+        if self.stopping:
+            raise ProtocolError(ErrorCode.STOPPING, "runtime is stopping; new tool calls are not accepted")
         unknown = ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {text}")
         handle = SessionHandle.parse(text)
         if handle is None:

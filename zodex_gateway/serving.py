@@ -1,0 +1,140 @@
+"""Running a gateway: the MCP transports, and stopping everything cleanly afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from zodex_gateway.dispatcher import ZmqDispatcher
+from zodex_gateway.http_app import GuardedMcpApp
+from zodex_gateway.mcp_server import build_server
+from zodex_gateway.runtime import Runtime
+from zodex_gateway.supervisor import Supervisor
+
+log = logging.getLogger("zodex.gateway")
+
+GRACEFUL_TRANSPORT_S = 3.0
+
+
+class StopSignal:
+    """SIGTERM/SIGINT handling. A transport may install a hook that begins its own graceful
+    exit (uvicorn's); the workers are stopped either way."""
+
+    def __init__(self) -> None:
+        self.hook: Callable[[], None] | None = None
+
+
+Serve = Callable[[Supervisor, StopSignal], Coroutine[Any, Any, None]]
+
+
+async def serve_until_stopped(runtime: Runtime, serve: Serve) -> None:
+    """Serve until the transport ends (stdin closed) or SIGTERM/SIGINT; then stop every
+    worker — and with them every command — and release the runtime."""
+    supervisor = Supervisor(runtime)
+    loop = asyncio.get_running_loop()
+    stop = StopSignal()
+    signalled = asyncio.Event()
+
+    def on_signal() -> None:
+        supervisor.stopping = True  # refuse new calls at once
+        if stop.hook is not None:
+            stop.hook()
+        signalled.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    serving = asyncio.create_task(serve(supervisor, stop))
+    waiting = asyncio.create_task(signalled.wait())
+    await asyncio.wait({serving, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    if not serving.done() and stop.hook is not None:
+        await asyncio.wait({serving}, timeout=GRACEFUL_TRANSPORT_S)
+    try:
+        await supervisor.shutdown()
+    finally:
+        runtime.release()
+    if serving.done():
+        if not serving.cancelled() and serving.exception() is not None:
+            log.error("transport failed: %r", serving.exception())
+        return
+    # The stdio transport reads stdin in a worker thread that no cancellation can
+    # interrupt; with the workers stopped and the runtime released, leave now.
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def stdio_transport(start_directory: str) -> Serve:
+    async def serve(supervisor: Supervisor, _stop: StopSignal) -> None:
+        from mcp.server.stdio import stdio_server
+
+        server = build_server(ZmqDispatcher(supervisor), start_directory=start_directory)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    return serve
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """Bind and listen before serving, so the port (possibly 0 → random) is known and
+    connections queue from the first instant."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(128)
+    return sock
+
+
+def mcp_url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
+    return f"http://{shown}:{port}/mcp"
+
+
+def http_transport(
+    sock: socket.socket,
+    token: str,
+    start_directory: str,
+    on_listening: Callable[[str], None],
+    *,
+    read_only_hint: bool = True,
+) -> Serve:
+    async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
+        import uvicorn
+
+        host, port = sock.getsockname()[:2]
+        server = build_server(
+            ZmqDispatcher(supervisor), start_directory=start_directory, read_only_hint=read_only_hint
+        )
+        app = GuardedMcpApp(server, token, host)
+        app.port = port
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=2
+        )
+        web = uvicorn.Server(config)
+        # Our loop handlers own SIGTERM/SIGINT; uvicorn's would re-raise them after exit.
+        web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+
+        def graceful() -> None:
+            web.should_exit = True
+
+        stop.hook = graceful
+        on_listening(mcp_url(sock))
+        try:
+            await web.serve(sockets=[sock])
+        finally:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    return serve
