@@ -204,7 +204,7 @@ async def main(quick: bool) -> None:
         # churn, so the load is output handling, not fork/exec).
         streamer = (
             f"{sys.executable} -u -c 'import time, itertools\n"
-            "for i in itertools.count(): print(\"stream line\", i, flush=True); time.sleep(0.001)'"
+            'for i in itertools.count(): print("stream line", i, flush=True); time.sleep(0.001)\''
         )
         streams = []
         for i in range(16):

@@ -1,14 +1,181 @@
-"""``zodex``: the operator CLI. A thin click layer over typed functions."""
+"""``zodex``: the operator CLI. A thin click layer over typed functions (zodex_gateway.local)."""
 
 from __future__ import annotations
 
+import os
+import sys
+from enum import IntEnum
+
 import click
+
+from zodex_gateway.local import lifecycle
+from zodex_gateway.local.client_config import CLIENTS, snippet
+from zodex_gateway.local.config import LocalConfig, config_path, format_value
+from zodex_gateway.local.paths import LocalPaths
+from zodex_gateway.local.units import ConfigError, parse_duration_ms
+
+
+class Exit(IntEnum):
+    OK = 0
+    FAILED = 1  # the operation was tried and did not work (start failed, …)
+    REFUSED = 2  # the request is not allowed now or is malformed (config set while running, …)
+
+
+def _fail(message: str, code: Exit = Exit.FAILED) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
 
 
 @click.group()
 @click.version_option(package_name="zodex")
 def cli() -> None:
-    """Zodex operator CLI. Run an MCP client against `zodex-gateway stdio` or `zodex-gateway http`."""
+    """Zodex operator CLI: run Zodex Local on this machine and connect MCP clients to it."""
+
+
+@cli.group()
+def local() -> None:
+    """Zodex Local: a background runtime serving MCP on loopback as your own user."""
+
+
+@local.command()
+@click.option("--tunnel-command", help="A tunnel client command line to run with the runtime.")
+@click.option("--tunnel-id", help="An identifier passed to the tunnel as ZODEX_TUNNEL_ID.")
+def setup(tunnel_command: str | None, tunnel_id: str | None) -> None:
+    """Create Zodex Local's directories and, optionally, record a tunnel.
+
+    The tunnel command runs as `$SHELL -c <command>` whenever Local starts, with
+    ZODEX_MCP_URL, ZODEX_MCP_TOKEN and ZODEX_MCP_TOKEN_FILE in its environment, and is
+    ended when Local stops.
+    """
+    paths = LocalPaths.from_env()
+    paths.create()
+    click.echo(f"state directory: {paths.state}")
+    if tunnel_command is not None or tunnel_id is not None:
+        _update_config({"tunnel.command": tunnel_command, "tunnel.id": tunnel_id})
+        click.echo(f"tunnel recorded in {config_path()}")
+
+
+@local.command()
+@click.argument("path", required=False, type=click.Path(exists=True, file_okay=False, resolve_path=True))
+@click.option("--ttl", help="Stop automatically after this long (wall clock), e.g. 30min, 4h, 2d.")
+def start(path: str | None, ttl: str | None) -> None:
+    """Start Zodex Local in the background, in PATH (default: the current directory).
+
+    Commands run with this shell's environment and its login shell ($SHELL). Returns once
+    the runtime answers MCP, and prints its URL and how to connect. If Local already runs,
+    reports it and changes nothing.
+    """
+    ttl_seconds = None
+    if ttl is not None:
+        try:
+            ttl_seconds = parse_duration_ms(ttl) / 1000
+        except ConfigError as exc:
+            _fail(f"--ttl: {exc}", Exit.REFUSED)
+    try:
+        result = lifecycle.start(LocalPaths.from_env(), path or os.getcwd(), ttl_seconds)
+    except (lifecycle.LocalError, ConfigError) as exc:
+        _fail(str(exc))
+        return
+    d = result.discovery
+    if result.already_running:
+        click.echo(f"Zodex Local is already running (runtime {d.runtime_id}, started {d.started_at}).")
+    else:
+        click.echo(f"Zodex Local started (runtime {d.runtime_id}).")
+    click.echo(f"  start directory: {d.start_directory}")
+    click.echo(f"  MCP URL:         {d.mcp['url']}")
+    click.echo(f"  token file:      {d.mcp['token_path']}  (send it as X-Zodex-Local-Token)")
+    click.echo(f"  expires:         {d.expires_at or 'never (stop with `zodex local stop`)'}")
+    click.echo("Connect a client: `zodex local mcp-config --client claude|codex|cursor|json`.")
+
+
+@local.command()
+def stop() -> None:
+    """Stop Zodex Local: refuse new calls, kill every command and worker, unpublish. Safe to repeat."""
+    was_running = lifecycle.stop(LocalPaths.from_env())
+    click.echo("Zodex Local stopped." if was_running else "Zodex Local is not running.")
+
+
+@local.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(as_json: bool) -> None:
+    """Whether Zodex Local runs, where, until when, and how many commands it runs."""
+    info = lifecycle.status(LocalPaths.from_env())
+    if as_json:
+        click.echo(lifecycle.dumps(info))
+        return
+    if not info["running"]:
+        click.echo("Zodex Local is not running. Start it with `zodex local start [PATH]`.")
+        return
+    click.echo(f"Zodex Local is running (runtime {info['runtime_id']}, pid {info['pid']}).")
+    click.echo(f"  start directory:  {info['start_directory']}")
+    click.echo(f"  started:          {info['started_at']}")
+    click.echo(f"  expires:          {info['expires_at'] or 'never'}")
+    click.echo(f"  MCP URL:          {info['mcp_url']}")
+    click.echo(f"  active processes: {info['active_process_count']}")
+
+
+@local.group()
+def config() -> None:
+    """Read or change Local's settings ($XDG_CONFIG_HOME/zodex/local.toml)."""
+
+
+@config.command("get")
+@click.argument("key", required=False)
+def config_get(key: str | None) -> None:
+    """Print one setting, or all of them (defaults marked)."""
+    try:
+        settings = LocalConfig.load(config_path())
+        if key is not None:
+            click.echo(format_value(key, settings.get(key)))
+            return
+        for name, value, is_default in settings.items():
+            click.echo(f"{name} = {value}{'  (default)' if is_default else ''}")
+    except ConfigError as exc:
+        _fail(str(exc), Exit.REFUSED)
+
+
+@config.command("set")
+@click.argument("key")
+@click.argument("value")
+def config_set(key: str, value: str) -> None:
+    """Change one setting. Refused while Local runs: stop it first."""
+    _update_config({key: value})
+    click.echo(f"{key} = {format_value(key, LocalConfig.load(config_path()).get(key))}")
+
+
+def _update_config(changes: dict[str, str | None]) -> None:
+    running = lifecycle.active(LocalPaths.from_env())
+    if running is not None:
+        _fail(
+            f"Zodex Local is running (runtime {running.runtime_id}); stop it with `zodex local stop` "
+            "before changing its configuration",
+            Exit.REFUSED,
+        )
+    try:
+        settings = LocalConfig.load(config_path())
+        for key, value in changes.items():
+            if value is not None:
+                settings.set(key, value)
+        settings.save(config_path())
+    except ConfigError as exc:
+        _fail(str(exc), Exit.REFUSED)
+
+
+@local.command()
+@click.option("--lines", "-n", default=50, show_default=True, help="How many of the last lines.")
+def logs(lines: int) -> None:
+    """Print the end of the runtime's log (rotated at 2 MB, 3 kept)."""
+    paths = LocalPaths.from_env()
+    for line in lifecycle.tail_lines(paths.log_file, lines):
+        click.echo(line)
+
+
+@local.command("mcp-config")
+@click.option("--client", type=click.Choice(CLIENTS), default="json", show_default=True)
+def mcp_config(client: str) -> None:
+    """Print what to paste into an MCP client: the running Local's URL and token header, or
+    (when Local is not running) a stdio entry that starts `zodex-gateway stdio`."""
+    click.echo(snippet(client, lifecycle.active(LocalPaths.from_env())))
 
 
 def main() -> None:

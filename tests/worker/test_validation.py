@@ -54,7 +54,10 @@ def test_exec_checks_types_then_workdir_then_cmd(places: dict[str, str]) -> None
     assert refusal(check_exec_args, {"cmd": "true"}, LIMITS) == "workdir is required"
     assert refusal(check_exec_args, {"cmd": ["ls"], "workdir": "rel"}, LIMITS) == "cmd must be a string"
     assert refusal(check_exec_args, {"cmd": "true", "workdir": 7}, LIMITS) == "workdir must be a string"
-    assert refusal(check_exec_args, {"cmd": "", "workdir": "rel"}, LIMITS) == "workdir must be an absolute path: rel"
+    assert (
+        refusal(check_exec_args, {"cmd": "", "workdir": "rel"}, LIMITS)
+        == "workdir must be an absolute path: rel"
+    )
     assert refusal(check_exec_args, {"cmd": "x" * 11, "workdir": places["file"]}, LIMITS) == (
         f"workdir is not a directory: {places['file']}"
     )
@@ -107,7 +110,9 @@ def test_patch_checks_workdir_before_the_patch(places: dict[str, str]) -> None:
         f"workdir does not exist: {places['missing']}"
     )
     assert refusal(check_patch_args, {"workdir": places["dir"]}, LIMITS) == "patch is required"
-    assert refusal(check_patch_args, {"patch": 5, "workdir": places["dir"]}, LIMITS) == "patch must be a string"
+    assert (
+        refusal(check_patch_args, {"patch": 5, "workdir": places["dir"]}, LIMITS) == "patch must be a string"
+    )
     assert refusal(check_patch_args, {"patch": "x" * 9, "workdir": places["dir"]}, LIMITS) == (
         "patch is too long (9 characters; the limit is 8)"
     )

@@ -1,0 +1,188 @@
+"""The HTTP guard (SPEC §7–8) as an ASGI app, no socket: Host check, token, paths, and the
+token file. Checks run in this order: Host, then path, then token."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from zodex_gateway.http_app import GuardedMcpApp, load_or_create_token
+from zodex_gateway.mcp_server import build_server
+
+TOKEN = "t0k3n" * 12 + "abcd"  # 64 characters
+PORT = 8123
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+GOOD = {"X-Zodex-Local-Token": TOKEN}
+
+
+class NoDispatcher:
+    """The guard tests never reach a tool."""
+
+    async def exec_command(self, args: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("no tool call expected")
+
+    write_stdin = apply_patch = exec_command
+
+    async def close(self) -> None:
+        pass
+
+
+def make_app(host: str = "127.0.0.1") -> GuardedMcpApp:
+    app = GuardedMcpApp(build_server(NoDispatcher()), TOKEN, host)  # type: ignore[arg-type]
+    app.port = PORT
+    return app
+
+
+@pytest.fixture
+def client() -> Iterator[TestClient]:
+    # The context manager runs the lifespan, which the MCP app needs to answer.
+    with TestClient(make_app(), base_url=f"http://127.0.0.1:{PORT}") as c:
+        yield c
+
+
+def post(client: TestClient, headers: dict[str, str], path: str = "/mcp") -> Any:
+    return client.post(path, headers={**ACCEPT, **headers}, content=json.dumps(INIT), follow_redirects=False)
+
+
+def assert_refused(response: Any, status: int, message: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"error": message}
+    assert int(response.headers["content-length"]) == len(response.content)
+
+
+def assert_served(response: Any) -> None:
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["serverInfo"]["name"] == "zodex"
+
+
+@pytest.mark.parametrize("host", [f"127.0.0.1:{PORT}", f"localhost:{PORT}", f"[::1]:{PORT}"])
+def test_loopback_hosts_with_our_port_are_served(client: TestClient, host: str) -> None:
+    assert_served(post(client, {**GOOD, "Host": host}))
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",
+        "localhost",
+        "127.0.0.1:1",
+        f"127.0.0.1:{PORT}0",
+        f"evil.example.com:{PORT}",
+        f"localhost.evil.example.com:{PORT}",
+        f"127.0.0.2:{PORT}",
+        "",
+    ],
+)
+def test_other_hosts_are_refused_before_anything_else(client: TestClient, host: str) -> None:
+    message = "Host header does not name this server"
+    assert_refused(post(client, {**GOOD, "Host": host}), 421, message)
+    assert_refused(post(client, {"Host": host}, "/elsewhere"), 421, message)
+
+
+async def test_missing_host_header_is_refused() -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"",
+             "headers": [(b"x-zodex-local-token", TOKEN.encode())]}  # fmt: skip
+    await make_app()(scope, receive, send)
+    assert sent[0]["status"] == 421
+    assert json.loads(sent[1]["body"]) == {"error": "Host header does not name this server"}
+
+
+def test_the_configured_listen_host_is_accepted_too() -> None:
+    with TestClient(make_app("10.1.2.3"), base_url=f"http://10.1.2.3:{PORT}") as c:
+        assert_served(post(c, GOOD))
+        assert_refused(
+            post(c, {**GOOD, "Host": f"10.1.2.4:{PORT}"}), 421, "Host header does not name this server"
+        )
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/"])
+@pytest.mark.parametrize(
+    "headers", [GOOD, {"Authorization": f"Bearer {TOKEN}"}, {"authorization": f"bearer {TOKEN}"}]
+)
+def test_token_in_either_header_on_either_path(
+    client: TestClient, headers: dict[str, str], path: str
+) -> None:
+    response = post(client, headers, path)
+    assert_served(response)
+    assert "mcp-session-id" not in response.headers, "stateless"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"X-Zodex-Local-Token": "wrong"},
+        {"X-Zodex-Local-Token": TOKEN[:-1]},
+        {"X-Zodex-Local-Token": TOKEN + "x"},
+        {"X-Zodex-Local-Token": TOKEN.upper()},
+        {"X-Zodex-Local-Token": ""},
+        {"Authorization": TOKEN},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": "Bearer "},
+        {"Authorization": "Bearer nope"},
+    ],
+)
+def test_bad_or_missing_token_is_401(client: TestClient, headers: dict[str, str]) -> None:
+    response = post(client, headers)
+    assert_refused(response, 401, "missing or invalid token")
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize("path", ["/", "/other", "/mcpx", "/mcp//", "/mcp/x", "/health"])
+def test_other_paths_are_404_even_without_a_token(client: TestClient, path: str) -> None:
+    assert_refused(post(client, {}, path), 404, "not found; the MCP endpoint is /mcp")
+    assert_refused(post(client, GOOD, path), 404, "not found; the MCP endpoint is /mcp")
+
+
+def test_trailing_slash_is_served_in_place_not_redirected(client: TestClient) -> None:
+    response = post(client, GOOD, "/mcp/?x=1")
+    assert_served(response)
+    assert "location" not in response.headers
+
+
+def test_token_file_is_created_private_and_reused(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "dir" / "token"
+    token = load_or_create_token(path)
+    assert len(token) == 64 and all(c in "0123456789abcdef" for c in token)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert path.read_text() == token + "\n"
+    assert load_or_create_token(path) == token
+    assert load_or_create_token(tmp_path / "other") != token
+
+
+def test_token_file_with_a_short_token_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text("  short\n")
+    with pytest.raises(ValueError, match="too short"):
+        load_or_create_token(path)
+    path.write_text("x" * 31 + "\n")
+    with pytest.raises(ValueError, match="too short"):
+        load_or_create_token(path)
+    path.write_text("  " + "y" * 32 + "\n")
+    assert load_or_create_token(path) == "y" * 32
+    assert path.read_text() == "  " + "y" * 32 + "\n", "an existing token file is never rewritten"

@@ -1,0 +1,162 @@
+"""The Local runtime process: what ``zodex local start`` leaves running in the background.
+
+It owns a runtime, serves MCP over HTTP on a random loopback port with a fresh token,
+publishes ``discovery.json``, runs the configured tunnel, stops itself when its TTL runs
+out, and on stop (SIGTERM from ``zodex local stop``, or the TTL) kills every command and
+worker, ends the tunnel and removes what it published.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import logging.handlers
+import os
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+
+from zodex_gateway.local.config import LocalConfig, config_path
+from zodex_gateway.local.discovery import Discovery, OwnedProcess, iso, write_owned
+from zodex_gateway.local.paths import LocalPaths
+from zodex_gateway.local.tunnel import start_tunnel, stop_tunnel
+from zodex_gateway.runtime import Runtime, default_shell
+from zodex_gateway.serving import http_transport, listen, serve_until_stopped
+from zodex_worker import proctree
+
+log = logging.getLogger("zodex.local")
+
+RUNTIME_ENV = "ZODEX_RUNTIME_ID"  # inherited by workers and commands: finds leftovers after a crash
+LOG_BYTES = 2 * 1024 * 1024
+LOG_BACKUPS = 3
+
+
+class _StderrFollowingHandler(logging.handlers.RotatingFileHandler):
+    """Rotates the log and points fd 2 (which workers inherit) at the new file."""
+
+    def doRollover(self) -> None:
+        super().doRollover()
+        if self.stream is not None:
+            os.dup2(self.stream.fileno(), 2)
+
+
+def _setup_logging(paths: LocalPaths) -> None:
+    handler = _StderrFollowingHandler(paths.log_file, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    logging.getLogger("mcp").setLevel(logging.WARNING)  # per-request chatter
+    if handler.stream is not None:
+        os.dup2(handler.stream.fileno(), 2)
+        os.dup2(handler.stream.fileno(), 1)
+
+
+def write_token(path: Path) -> str:
+    token = secrets.token_hex(32)  # 64 characters
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.replace(tmp, path)
+    return token
+
+
+def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
+    paths = LocalPaths.from_env()
+    paths.create()
+    _setup_logging(paths)
+    config = LocalConfig.load(config_path())
+    runtime = Runtime.create(state_dir=paths.state, limits=config.limits())
+    os.environ[RUNTIME_ENV] = runtime.runtime_id
+    try:
+        token = write_token(paths.token)
+        sock = listen("127.0.0.1", 0)
+    except BaseException:
+        runtime.release()  # nothing half-started: the caller reports the failure
+        raise
+    started = time.time()
+    expires = started + ttl_seconds if ttl_seconds else None
+    shell = default_shell()[0]
+    tunnel: list[object] = []
+
+    def published(url: str) -> None:
+        Discovery(
+            runtime_id=runtime.runtime_id,
+            pid=os.getpid(),
+            pid_start=proctree.start_time(os.getpid()),
+            start_directory=start_directory,
+            started_at=iso(started) or "",
+            expires_at=iso(expires),
+            mcp={"url": url, "token_path": str(paths.token)},
+            runtime_dir=str(runtime.layout.root),
+        ).write(paths.discovery)
+        owned = [OwnedProcess("runtime", os.getpid(), proctree.start_time(os.getpid()))]
+        command = config.get("tunnel.command")
+        if isinstance(command, str) and command:
+            tunnel_id = config.get("tunnel.id")
+            process = start_tunnel(
+                command,
+                shell=shell,
+                url=url,
+                token=token,
+                token_file=paths.token,
+                tunnel_id=tunnel_id if isinstance(tunnel_id, str) else None,
+                log_file=paths.log_file,
+            )
+            tunnel.append(process)
+            owned.append(OwnedProcess("tunnel", process.pid, proctree.start_time(process.pid)))
+            log.info("tunnel started (pid %d): %s", process.pid, command)
+        write_owned(paths.owned, owned)
+        log.info("runtime %s serving %s (start directory %s)", runtime.runtime_id, url, start_directory)
+        os.write(ready_fd, f"READY {url}\n".encode())
+        os.close(ready_fd)
+        if expires is not None:
+            _stop_at(expires)
+
+    read_only_hint = config.get("mcp.read-only-hint") is not False
+    transport = http_transport(sock, token, start_directory, published, read_only_hint=read_only_hint)
+    try:
+        asyncio.run(serve_until_stopped(runtime, transport))
+    finally:
+        for process in tunnel:
+            stop_tunnel(process)  # type: ignore[arg-type]
+        _unpublish(paths, runtime.runtime_id)
+        log.info("runtime %s stopped", runtime.runtime_id)
+    return 0
+
+
+def _stop_at(expires: float) -> None:
+    """The TTL is wall-clock: re-arm if the monotonic timer fired early (e.g. after a suspend)."""
+    loop = asyncio.get_running_loop()
+
+    def check() -> None:
+        remaining = expires - time.time()
+        if remaining > 0:
+            loop.call_later(remaining, check)
+        else:
+            log.info("TTL reached; stopping")
+            os.kill(os.getpid(), signal.SIGTERM)  # exactly the path `zodex local stop` takes
+
+    loop.call_later(max(0.0, expires - time.time()), check)
+
+
+def _unpublish(paths: LocalPaths, runtime_id: str) -> None:
+    current = Discovery.read(paths.discovery)
+    if current is not None and current.runtime_id == runtime_id:
+        paths.discovery.unlink(missing_ok=True)
+        paths.owned.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="zodex-local-runtime", description=__doc__)
+    parser.add_argument("--start-directory", required=True)
+    parser.add_argument("--ttl-seconds", type=float, default=None)
+    parser.add_argument("--ready-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    sys.exit(run(args.start_directory, args.ttl_seconds, args.ready_fd))
+
+
+if __name__ == "__main__":
+    main()
