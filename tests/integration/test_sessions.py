@@ -132,10 +132,10 @@ async def test_timeout_is_clamped_to_one_second(tmp_path: Path) -> None:
 async def test_background_process_is_counted_then_killed_by_timeout(tmp_path: Path) -> None:
     with gateway_env(kill_grace_ms=500) as genv:
         async with stdio_gateway(genv) as mcp:
-            # nohup must have ignored SIGHUP before the shell (the terminal's controlling
-            # process) exits and the kernel hangs up its group: give it a moment.
+            # The job ignores SIGHUP from birth (ignored signals are inherited), so the hang-up
+            # the kernel sends when the shell exits leaves it running: a left-behind job.
             r = await mcp.exec(
-                "nohup sleep 30 >/dev/null 2>&1 & echo bg=$!; sleep 0.3",
+                "trap '' HUP; sleep 30 >/dev/null 2>&1 & echo bg=$!",
                 str(tmp_path),
                 yield_time_ms=5000,
                 timeout_ms=1500,
