@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import struct
-import subprocess
 import sys
 import termios
 from dataclasses import dataclass
@@ -29,8 +28,6 @@ class Terminal(Protocol):
 
     def write(self, data: bytes) -> int: ...
 
-    def reaped(self, status: int) -> None: ...
-
     def resize(self, rows: int, cols: int) -> None: ...
 
     def close(self) -> None: ...
@@ -41,13 +38,6 @@ class PosixTerminal:
     pid: int
     fd: int
     closed: bool = False
-    popen: subprocess.Popen[bytes] | None = None
-
-    def reaped(self, status: int) -> None:
-        """The worker's reaper collected the child: tell the Popen object, so it never
-        tries to reap (or be reaped for) a pid that is no longer ours."""
-        if self.popen is not None:
-            self.popen.returncode = os.waitstatus_to_exitcode(status)
 
     def write(self, data: bytes) -> int:
         return os.write(self.fd, data)
@@ -68,9 +58,6 @@ def _winsize(rows: int, cols: int) -> bytes:
     return struct.pack("HHHH", rows, cols, 0, 0)
 
 
-SETSID = shutil.which("setsid")  # util-linux: `setsid --ctty` claims the PTY as controlling tty
-
-
 def spawn_terminal(argv: list[str], cwd: str, env: dict[str, str]) -> Terminal:
     """Start ``argv`` on a fresh 200×50 PTY as a new session whose controlling terminal is
     the PTY; raises OSError if it cannot be started."""
@@ -80,30 +67,47 @@ def spawn_terminal(argv: list[str], cwd: str, env: dict[str, str]) -> Terminal:
     if program is None:
         raise FileNotFoundError(f"command not found: {argv[0]}")
     argv = [program, *argv[1:]]
-    if SETSID is not None and sys.platform.startswith("linux"):
-        return _spawn_with_setsid(argv, cwd, env)
+    if sys.platform.startswith("linux"):
+        return _spawn_with_posix_spawn(argv, cwd, env)
     return _spawn_with_forkpty(argv, cwd, env)
 
 
-def _spawn_with_setsid(argv: list[str], cwd: str, env: dict[str, str]) -> Terminal:
-    """The fast path (about 0.3 ms against 3.5 ms for a fork from a worker-sized Python
-    heap, measured): subprocess's C-level vfork/exec runs ``setsid --ctty``, which makes
-    itself a session leader, takes the PTY on stdin as its controlling terminal and execs
-    the command in the same process."""
+def _spawn_with_posix_spawn(argv: list[str], cwd: str, env: dict[str, str]) -> Terminal:
+    """The fast path on Linux: ``posix_spawn`` (vfork + exec in libc, no Python in the child).
+
+    The child calls ``setsid()`` and then, as its first file action, opens the PTY's slave by
+    path without ``O_NOCTTY``: a session leader with no controlling terminal acquires the tty
+    it opens, which is exactly ``login_tty`` without a fork of our own. Measured: 1.2 ms to
+    run ``bash -c true`` to the end, against 3.5 ms for a Python fork of a worker-sized heap.
+
+    ``posix_spawn`` has no working-directory action in Python, so the worker moves into the
+    directory first; a worker serves one workdir, so after its first command this is a no-op.
+    """
+    if os.getcwd() != cwd:
+        os.chdir(cwd)
     master, slave = os.openpty()
     try:
         fcntl.ioctl(master, termios.TIOCSWINSZ, _winsize(ROWS, COLS))
-        assert SETSID is not None
-        popen = subprocess.Popen(
-            [SETSID, "--ctty", *argv], stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env
+        pid = os.posix_spawn(
+            argv[0],
+            argv,
+            env,
+            setsid=True,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.ttyname(slave), os.O_RDWR, 0),
+                (os.POSIX_SPAWN_DUP2, 0, 1),
+                (os.POSIX_SPAWN_DUP2, 0, 2),
+            ],
+            # Python ignores SIGPIPE and SIGXFSZ; commands expect the defaults.
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
         )
     except BaseException:
         os.close(master)
         raise
     finally:
-        os.close(slave)
+        os.close(slave)  # the child opened its own; ours would only hide the end of the stream
     os.set_blocking(master, False)
-    return PosixTerminal(pid=popen.pid, fd=master, popen=popen)
+    return PosixTerminal(pid=pid, fd=master)
 
 
 def _spawn_with_forkpty(argv: list[str], cwd: str, env: dict[str, str]) -> Terminal:

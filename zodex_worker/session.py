@@ -141,7 +141,6 @@ class Session:
 
     def _leader_exited(self, _pid: int, status: int) -> None:
         self._leader_status = status
-        self.terminal.reaped(status)
         if not self._eof:
             # Trailing output may still be in flight; give it a bounded moment.
             self._drain_timer = self._loop.call_later(self.limits.drain_ms / 1000, self._drained)
