@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from enum import IntEnum
 
 import click
 
+from zodex_gateway.history import HistoryStore, clear_history, render
 from zodex_gateway.local import lifecycle
 from zodex_gateway.local.client_config import CLIENTS, snippet
 from zodex_gateway.local.config import LocalConfig, config_path, format_value
@@ -168,6 +170,73 @@ def logs(lines: int) -> None:
     paths = LocalPaths.from_env()
     for line in lifecycle.tail_lines(paths.log_file, lines):
         click.echo(line)
+
+
+@local.group(invoke_without_command=True)
+@click.option("--last", "last", type=int, help="Only the newest N invocations.")
+@click.option("--since", help="Only invocations started within this long, e.g. 2h, 30min, 7d.")
+@click.option("--agent", "agent_id", help="Only this agent's invocations (its four-character id).")
+@click.option("--workdir", help="Only invocations in this absolute workdir (as given or its real path).")
+@click.option("--id", "invocation_id", help="Only this invocation.")
+@click.option("--raw", is_flag=True, help="Include the exact stored arguments and results.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True
+)
+@click.pass_context
+def history(
+    ctx: click.Context,
+    last: int | None,
+    since: str | None,
+    agent_id: str | None,
+    workdir: str | None,
+    invocation_id: str | None,
+    raw: bool,
+    fmt: str,
+) -> None:
+    """Show recorded tool calls (readable whether Local runs or not)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    since_ts = None
+    if since is not None:
+        try:
+            since_ts = time.time() - parse_duration_ms(since) / 1000
+        except ConfigError as exc:
+            _fail(f"--since: {exc}", Exit.REFUSED)
+    if workdir is not None and not os.path.isabs(workdir):
+        _fail(f"--workdir must be an absolute path: {workdir}", Exit.REFUSED)
+    if last is not None and last < 1:
+        _fail("--last must be at least 1", Exit.REFUSED)
+    store = HistoryStore(LocalPaths.from_env().history, recover=False)
+    try:
+        found = store.invocations(
+            last=last, since=since_ts, agent_id=agent_id, workdir=workdir, invocation_id=invocation_id
+        )
+        agents = {a.agent_id: a for a in store.agents()}
+        if fmt == "json":
+            click.echo(render.to_json(found, raw=raw, agents=agents))
+        else:
+            click.echo(render.to_markdown(found, agents, raw=raw))
+    finally:
+        store.close()
+
+
+@history.command("clear")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def history_clear(yes: bool) -> None:
+    """Delete every recorded invocation, agent and output. Refused while Local runs."""
+    paths = LocalPaths.from_env()
+    running = lifecycle.active(paths)
+    if running is not None:
+        _fail(
+            f"Zodex Local is running (runtime {running.runtime_id}); stop it with `zodex local stop` "
+            "before clearing its history",
+            Exit.REFUSED,
+        )
+    if not yes and not click.confirm(f"Delete all history in {paths.history}?", default=False):
+        click.echo("Nothing was deleted.")
+        return
+    removed = clear_history(paths.history)
+    click.echo(f"History cleared ({removed} files removed).")
 
 
 @local.command("mcp-config")

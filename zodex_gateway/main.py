@@ -39,6 +39,7 @@ _common = [
         "--state-dir", type=click.Path(path_type=Path), help="Where spill files live (default: XDG state)."
     ),
     click.option("--start-directory", help="Directory named in the server instructions (default: cwd)."),
+    click.option("--no-history", is_flag=True, help="Do not record calls and output in the history store."),
 ]
 
 
@@ -57,10 +58,13 @@ def cli() -> None:
 
 @cli.command()
 @common_options
-def stdio(runtime_dir: Path | None, state_dir: Path | None, start_directory: str | None) -> None:
+def stdio(
+    runtime_dir: Path | None, state_dir: Path | None, start_directory: str | None, no_history: bool
+) -> None:
     """Speak MCP on stdin/stdout (for clients that spawn their servers)."""
     runtime = _open_runtime(runtime_dir, state_dir)
-    asyncio.run(serve_until_stopped(runtime, stdio_transport(start_directory or os.getcwd())))
+    transport = stdio_transport(start_directory or os.getcwd(), history=not no_history)
+    asyncio.run(serve_until_stopped(runtime, transport))
 
 
 @cli.command()
@@ -77,6 +81,7 @@ def http(
     runtime_dir: Path | None,
     state_dir: Path | None,
     start_directory: str | None,
+    no_history: bool,
     host: str,
     port: int,
     token_file: Path,
@@ -93,7 +98,7 @@ def http(
         click.echo(f"listening on {url}")
         sys.stdout.flush()
 
-    transport = http_transport(sock, token, start_directory or os.getcwd(), announce)
+    transport = http_transport(sock, token, start_directory or os.getcwd(), announce, history=not no_history)
     asyncio.run(serve_until_stopped(runtime, transport))
 
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
@@ -15,8 +18,13 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from zodex_gateway import tools
+from zodex_gateway.alias import clean_alias
+from zodex_gateway.context import ContextProvider, attach
 from zodex_gateway.dispatcher import Dispatcher
+from zodex_gateway.history import AgentRecord, FileChange, HistoryStore, HistoryUnavailable
+from zodex_gateway.identity import identity_key
 from zodex_protocol.errors import ProtocolError
+from zodex_worker.service import SESSION_KEY
 
 log = logging.getLogger("zodex.gateway")
 
@@ -25,7 +33,8 @@ SERVER_NAME = "zodex"
 
 def instructions(start_directory: str | None) -> str:
     lines = ["Zodex gives you a real machine: run commands with exec_command, continue them with "
-             "write_stdin, and edit files with apply_patch."]  # fmt: skip
+             "write_stdin, and edit files with apply_patch. Label this conversation for the person "
+             "watching with set_agent_alias (2-7 words)."]  # fmt: skip
     if start_directory:
         lines.append(f"Suggested first workdir: {start_directory}")
     lines.append(
@@ -53,40 +62,188 @@ def patch_result(body: dict[str, Any]) -> types.CallToolResult:
     return types.CallToolResult(content=_text(str(body["text"])), is_error=not body["ok"])
 
 
+@dataclass
+class LocalFeatures:
+    """What Local mode adds around the tools: agents and history, model context, viewers."""
+
+    history: HistoryStore | None = None
+    context: ContextProvider | None = None
+    stdio_connection: str | None = None  # the identity of a stdio gateway's one connection
+    agent_listeners: list[Callable[[AgentRecord], None]] = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    """One dispatched call: what the model gets, and what history records (no context)."""
+
+    result: types.CallToolResult
+    recorded: Any
+    created_handle: str | None = None
+    files: tuple[FileChange, ...] = ()
+
+
 class ToolHandlers:
-    def __init__(self, dispatcher: Dispatcher, *, read_only_hint: bool = True) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        read_only_hint: bool = True,
+        mode: str = "local",
+        local: LocalFeatures | None = None,
+    ) -> None:
         self.dispatcher = dispatcher
-        self._tools = tools.tool_list(read_only_hint=read_only_hint)
+        self.mode = mode
+        self.local = local or LocalFeatures()
+        self._tools = tools.tool_list(read_only_hint=read_only_hint, with_alias=mode == "local")
 
     async def list_tools(
-        self, _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+        self, _ctx: ServerRequestContext[Any] | None, _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=self._tools)
 
     async def call_tool(
-        self, _ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+        self, ctx: ServerRequestContext[Any] | None, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         args = params.arguments or {}
+        history = self.local.history
         try:
-            if params.name == tools.EXEC_COMMAND:
-                return session_result(await self.dispatcher.exec_command(args))
-            if params.name == tools.WRITE_STDIN:
-                return session_result(await self.dispatcher.write_stdin(args))
-            if params.name == tools.APPLY_PATCH:
-                return patch_result(await self.dispatcher.apply_patch(args))
-            return error_result(f"Unknown tool: {params.name}")
+            agent = self._agent(ctx)
+        except HistoryUnavailable as exc:
+            return error_result(str(exc))
+        if params.name == tools.SET_AGENT_ALIAS and self.mode == "local":
+            return self._set_alias(agent, args)
+        declared, real = _workdirs(args)
+        target = args.get("session_handle") if params.name == tools.WRITE_STDIN else None
+        invocation = None
+        if history is not None:
+            try:
+                invocation = history.begin(
+                    agent_id=agent.agent_id if agent else None,
+                    tool_name=params.name,
+                    args=args,
+                    declared_workdir=declared,
+                    real_workdir=real,
+                    session_handle=target if isinstance(target, str) else None,
+                )
+            except HistoryUnavailable as exc:
+                return error_result(str(exc))  # nothing runs unrecorded
+        outcome = await self._dispatch(params.name, args)
+        ok = not outcome.result.is_error
+        if history is not None and invocation is not None:
+            try:
+                history.complete(
+                    invocation,
+                    ok=ok,
+                    result=outcome.recorded,
+                    error=None if ok else _text_of(outcome.result),
+                    session_handle=outcome.created_handle,
+                    files=outcome.files,
+                )
+            except HistoryUnavailable as exc:
+                log.error("history could not complete %s: %s", invocation, exc)
+        return self._with_context(outcome.result, agent, real, ok)
+
+    async def _dispatch(self, name: str, args: dict[str, Any]) -> Outcome:
+        try:
+            if name in (tools.EXEC_COMMAND, tools.WRITE_STDIN):
+                call = (
+                    self.dispatcher.exec_command
+                    if name == tools.EXEC_COMMAND
+                    else self.dispatcher.write_stdin
+                )
+                result = await call(args)
+                created = result.pop(SESSION_KEY, None) or result.get("session_handle")
+                if name != tools.EXEC_COMMAND:
+                    created = None
+                return Outcome(session_result(result), result, created)
+            if name == tools.APPLY_PATCH:
+                body = await self.dispatcher.apply_patch(args)
+                files = tuple(FileChange(**{**f, "diff": tuple(f["diff"])}) for f in body.get("files", []))
+                return Outcome(patch_result(body), body["text"], files=files)
+            message = f"Unknown tool: {name}"
         except ProtocolError as exc:
             if not exc.is_tool_level:
-                log.warning("%s failed at the protocol level: %r", params.name, exc)
-            return error_result(exc.message)
+                log.warning("%s failed at the protocol level: %r", name, exc)
+            message = exc.message
         except TimeoutError:
-            return error_result(f"{params.name} got no answer from its worker in time; try again")
+            message = f"{name} got no answer from its worker in time; try again"
+        return Outcome(error_result(message), message)
+
+    def _agent(self, ctx: ServerRequestContext[Any] | None) -> AgentRecord | None:
+        if self.local.history is None or ctx is None:
+            return None
+        key = identity_key(ctx.meta, ctx.request, self.local.stdio_connection)
+        return self.local.history.agent_for(key) if key is not None else None
+
+    def _set_alias(self, agent: AgentRecord | None, args: dict[str, Any]) -> types.CallToolResult:
+        history = self.local.history
+        if history is None or agent is None:
+            return error_result(
+                "set_agent_alias needs to know which conversation is calling, and this call carries no "
+                "agent identity (no openai/session metadata and no MCP session); nothing was changed"
+            )
+        try:
+            alias = clean_alias(args.get("alias"))
+        except ProtocolError as exc:
+            return error_result(exc.message)
+        updated = history.set_alias(agent.agent_id, alias)
+        for listener in self.local.agent_listeners:
+            listener(updated)
+        data = {"agent_id": updated.agent_id, "alias": updated.alias or ""}
+        line = (
+            f"Agent {updated.agent_id} is now labelled {updated.alias!r}."
+            if updated.alias
+            else f"Agent {updated.agent_id} has no label now."
+        )
+        result = types.CallToolResult(content=_text(line), structured_content=data)
+        return self._with_context(result, agent, None, True)
+
+    def _with_context(
+        self, result: types.CallToolResult, agent: AgentRecord | None, real_workdir: str | None, ok: bool
+    ) -> types.CallToolResult:
+        provider = self.local.context
+        if provider is None or agent is None:
+            return result
+        context = provider.for_call(agent.agent_id, real_workdir if ok else None, success=ok)
+        if context is None:
+            return result
+        if isinstance(result.structured_content, dict) and not result.is_error:
+            structured = {**result.structured_content, "zodex_context": context.data}
+            if _text_of(result) == json.dumps(result.structured_content, ensure_ascii=False):
+                text = json.dumps(structured, ensure_ascii=False)
+            else:
+                text = attach(_text_of(result), context)
+            return types.CallToolResult(content=_text(text), structured_content=structured)
+        return types.CallToolResult(
+            content=_text(attach(_text_of(result), context)),
+            structured_content=result.structured_content,
+            is_error=result.is_error,
+        )
+
+
+def _text_of(result: types.CallToolResult) -> str:
+    block = result.content[0] if result.content else None
+    return block.text if isinstance(block, types.TextContent) else ""
+
+
+def _workdirs(args: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The workdir as given, and its real path when it names an existing directory."""
+    declared = args.get("workdir")
+    if not isinstance(declared, str):
+        return None, None
+    real = os.path.realpath(declared) if os.path.isabs(declared) and os.path.isdir(declared) else None
+    return declared, real
 
 
 def build_server(
-    dispatcher: Dispatcher, *, start_directory: str | None = None, read_only_hint: bool = True
+    dispatcher: Dispatcher,
+    *,
+    start_directory: str | None = None,
+    read_only_hint: bool = True,
+    mode: str = "local",
+    local: LocalFeatures | None = None,
 ) -> Server[Any]:
-    handlers = ToolHandlers(dispatcher, read_only_hint=read_only_hint)
+    handlers = ToolHandlers(dispatcher, read_only_hint=read_only_hint, mode=mode, local=local)
     return Server(
         SERVER_NAME,
         version=_version(),

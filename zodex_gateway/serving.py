@@ -14,6 +14,7 @@ from typing import Any
 
 from zodex_gateway.dispatcher import ZmqDispatcher
 from zodex_gateway.http_app import GuardedMcpApp
+from zodex_gateway.local_features import FeatureOptions, open_features
 from zodex_gateway.mcp_server import build_server
 from zodex_gateway.runtime import Runtime
 from zodex_gateway.supervisor import Supervisor
@@ -29,6 +30,8 @@ class StopSignal:
 
     def __init__(self) -> None:
         self.hook: Callable[[], None] | None = None
+        # Run after the workers are stopped, so their last events can still be recorded.
+        self.cleanups: list[Callable[[], Coroutine[Any, Any, None]]] = []
 
 
 Serve = Callable[[Supervisor, StopSignal], Coroutine[Any, Any, None]]
@@ -58,6 +61,8 @@ async def serve_until_stopped(runtime: Runtime, serve: Serve) -> None:
         await asyncio.wait({serving}, timeout=GRACEFUL_TRANSPORT_S)
     try:
         await supervisor.shutdown()
+        for cleanup in stop.cleanups:
+            await cleanup()
     finally:
         runtime.release()
     if serving.done():
@@ -70,11 +75,17 @@ async def serve_until_stopped(runtime: Runtime, serve: Serve) -> None:
     os._exit(0)
 
 
-def stdio_transport(start_directory: str) -> Serve:
-    async def serve(supervisor: Supervisor, _stop: StopSignal) -> None:
+def stdio_transport(start_directory: str, *, history: bool = True) -> Serve:
+    async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
         from mcp.server.stdio import stdio_server
 
-        server = build_server(ZmqDispatcher(supervisor), start_directory=start_directory)
+        # One stdio gateway serves exactly one connection: that is its identity (SPEC §5).
+        connection = f"{supervisor.runtime.runtime_id}:{os.getpid()}"
+        opened = await open_features(supervisor, FeatureOptions(history=history, stdio_connection=connection))
+        stop.cleanups.append(opened.close)
+        server = build_server(
+            ZmqDispatcher(supervisor), start_directory=start_directory, local=opened.features
+        )
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
@@ -109,13 +120,19 @@ def http_transport(
     on_listening: Callable[[str], None],
     *,
     read_only_hint: bool = True,
+    history: bool = True,
 ) -> Serve:
     async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
         import uvicorn
 
         host, port = sock.getsockname()[:2]
+        opened = await open_features(supervisor, FeatureOptions(history=history))
+        stop.cleanups.append(opened.close)
         server = build_server(
-            ZmqDispatcher(supervisor), start_directory=start_directory, read_only_hint=read_only_hint
+            ZmqDispatcher(supervisor),
+            start_directory=start_directory,
+            read_only_hint=read_only_hint,
+            local=opened.features,
         )
         app = GuardedMcpApp(server, token, host)
         app.port = port

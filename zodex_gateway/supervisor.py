@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgpack
@@ -72,6 +73,7 @@ class Supervisor:
         self._counted_crashes: set[tuple[str, int]] = set()
         self._health_failures: dict[str, int] = {}
         self._health_task: asyncio.Task[None] | None = None
+        self.on_new_worker: Callable[[WorkerRecord], Awaitable[None]] | None = None
         self.stopping = False
 
     # ---- workdir → worker --------------------------------------------------------------
@@ -157,10 +159,12 @@ class Supervisor:
                 "check the gateway log and retry",
             )
         client = WorkerClient(record, self.context, self.codec, self._client_exited)
-        self._adopt(client)
+        await self._adopt(client)
         return client
 
-    def _adopt(self, client: WorkerClient) -> None:
+    async def _adopt(self, client: WorkerClient) -> None:
+        if self.on_new_worker is not None:
+            await self.on_new_worker(client.record)  # e.g. history subscribes before first use
         self.clients[client.worker_id] = client
         if self._health_task is None:
             self._health_task = asyncio.create_task(self._check_health())
@@ -190,7 +194,7 @@ class Supervisor:
         except (TimeoutError, ProtocolError):
             client.close()
             return None
-        self._adopt(client)
+        await self._adopt(client)
         return client
 
     def _kill_record(self, record: WorkerRecord) -> None:

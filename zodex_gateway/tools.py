@@ -9,6 +9,7 @@ import mcp_types as types
 EXEC_COMMAND = "exec_command"
 WRITE_STDIN = "write_stdin"
 APPLY_PATCH = "apply_patch"
+SET_AGENT_ALIAS = "set_agent_alias"
 
 _WORKDIR = {
     "type": "string",
@@ -83,6 +84,28 @@ PATCH_INPUT: dict[str, Any] = {
     "required": ["patch", "workdir"],
 }
 
+ALIAS_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "alias": {
+            "type": "string",
+            "description": "A 2-7 word label for this conversation, at most 80 characters, shown to the "
+            "person watching Zodex; an empty string clears it.",
+        }
+    },
+    "required": ["alias"],
+}
+
+ALIAS_RESULT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "agent_id": {"type": "string", "description": "This conversation's four-character agent id."},
+        "alias": {"type": "string", "description": "The label now shown (empty when cleared)."},
+        "zodex_context": {"type": "object", "description": "Context for you, on first use (Local)."},
+    },
+    "required": ["agent_id", "alias"],
+}
+
 SESSION_RESULT: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -102,6 +125,10 @@ SESSION_RESULT: dict[str, Any] = {
         "output_chars": {"type": "integer", "description": "Characters in the whole output so far."},
         "output_lines": {"type": "integer", "description": "Lines in the whole output so far."},
         "output_file_truncated": {"type": "boolean", "description": "True once the file hit its size cap."},
+        "zodex_context": {
+            "type": "object",
+            "description": "Instructions and skills for you, sent once (Local mode).",
+        },
     },
     "required": ["summary", "status", "output", "cwd", "wall_time_ms"],
 }
@@ -116,6 +143,10 @@ WRITE_DESCRIPTION = (
     "Poll, type into, or kill a session started by exec_command. Each result carries only the "
     "output produced since the previous result. Send \\u0003 to interrupt (Ctrl-C)."
 )
+ALIAS_DESCRIPTION = (
+    "Give this conversation a short label (2-7 words) so the person watching Zodex can tell "
+    "agents apart. Call it once near the start, and again if the task changes."
+)
 PATCH_DESCRIPTION = (
     "Apply a Codex-style multi-file patch (add, delete, update, move files). Each file is "
     "written atomically; context must match the file (whitespace-tolerant, never guessed). "
@@ -123,12 +154,13 @@ PATCH_DESCRIPTION = (
 )
 
 
-def tool_list(*, read_only_hint: bool = True) -> list[types.Tool]:
+def tool_list(*, read_only_hint: bool = True, with_alias: bool = True) -> list[types.Tool]:
+    """Local lists four tools; Sprite three (no set_agent_alias)."""
     # readOnlyHint keeps some clients from asking the user to confirm each call (SPEC §1).
     annotations = types.ToolAnnotations(
         read_only_hint=read_only_hint, destructive_hint=False, open_world_hint=False
     )
-    return [
+    listed = [
         types.Tool(
             name=EXEC_COMMAND,
             description=EXEC_DESCRIPTION,
@@ -150,3 +182,14 @@ def tool_list(*, read_only_hint: bool = True) -> list[types.Tool]:
             annotations=annotations,
         ),
     ]
+    if with_alias:
+        listed.append(
+            types.Tool(
+                name=SET_AGENT_ALIAS,
+                description=ALIAS_DESCRIPTION,
+                input_schema=ALIAS_INPUT,
+                output_schema=ALIAS_RESULT,
+                annotations=annotations,
+            )
+        )
+    return listed

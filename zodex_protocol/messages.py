@@ -15,10 +15,12 @@ request        body                                          reply
 
 ``error`` bodies are ``{"code": int, "message": str}`` (see errors.py).
 
-Events (worker → anyone, on the worker's PUB socket; topic frame, then the envelope):
-``output`` ``{"session": handle, "text": raw decoded text}``,
+Events (worker → anyone, on the worker's XPUB socket; topic frame, then the envelope):
+``output`` ``{"session": handle, "seq": n, "text": raw decoded text}`` (``seq`` counts a
+session's output events from 1, so a subscriber can tell it missed some),
 ``process_started`` ``{"session", "pid", "cmd", "cwd", "started_at"}``,
-``process_ended`` ``{"session", "exit_code", "signal", "reason", "ended_at"}``.
+``process_ended`` ``{"session", "exit_code", "signal", "reason", "ended_at", "background",
+"output_events"}``. A new subscriber first receives the single frame ``welcome``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ ERROR = "error"
 EVENT_OUTPUT = "output"
 EVENT_PROCESS_STARTED = "process_started"
 EVENT_PROCESS_ENDED = "process_ended"
+WELCOME = b"welcome"
 
 
 class ExecRequest(TypedDict):

@@ -22,6 +22,7 @@ import msgpack
 import zmq
 import zmq.asyncio
 
+from zodex_protocol import messages
 from zodex_protocol.envelope import WireCodec, read_key_file
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
 from zodex_protocol.limits import Limits
@@ -34,6 +35,13 @@ from zodex_worker.server import EventPublisher, WorkerServer
 from zodex_worker.service import WorkerConfig, WorkerService
 
 SPILL_SWEEP_SECONDS = 3600.0
+EVENT_HWM = 10_000  # events queued per subscriber before ZeroMQ drops (the subscriber sees a gap)
+
+
+def _drain_subscriptions(socket: zmq.Socket[bytes]) -> None:
+    """XPUB delivers (un)subscribe messages; read them so they never pile up."""
+    while int(socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+        socket.recv(zmq.NOBLOCK)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -60,9 +68,14 @@ async def run(args: argparse.Namespace) -> int:
     event_endpoint = layout.event_endpoint(args.worker_id, args.incarnation)
     router.bind(request_endpoint)
     pub_context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
-    pub = pub_context.socket(zmq.PUB)
+    # XPUB with a welcome message: a subscriber knows its subscription is live (no event
+    # of the first command is lost to ZeroMQ's slow-joiner window) when "welcome" arrives.
+    pub = pub_context.socket(zmq.XPUB)
     pub.setsockopt(zmq.LINGER, 0)
+    pub.setsockopt(zmq.SNDHWM, EVENT_HWM)
+    pub.setsockopt(zmq.XPUB_WELCOME_MSG, messages.WELCOME)
     pub.bind(event_endpoint)
+    loop.add_reader(int(pub.getsockopt(zmq.FD)), _drain_subscriptions, pub)
 
     become_subreaper()
     reaper = Reaper(loop)

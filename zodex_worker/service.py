@@ -27,6 +27,8 @@ from zodex_worker.session import EventSink, Session
 from zodex_worker.sessions import SessionTable, Tombstone
 from zodex_worker.validation import check_exec_args, check_patch_args, check_write_args
 
+SESSION_KEY = "_session"  # in an exec reply for a command that already ended: its handle
+
 # SPEC §7: every command's environment gets these, whatever the mode.
 COMMAND_ENV = {
     "PAGER": "cat",
@@ -84,7 +86,11 @@ class WorkerService:
             result = session_result(session, session.output.take_delta())
             if session.running:
                 session.handle_delivered = True
-            elif session.ending is not None and not session.ending.background:
+            else:
+                # Wire-only (the gateway strips it): history links the exited session's
+                # output and lifecycle to this call, though the model never needs the handle.
+                result[SESSION_KEY] = session.handle
+            if not session.running and session.ending is not None and not session.ending.background:
                 # Nobody holds this handle; a session that left jobs behind stays so its
                 # timeout (or the runtime's stop) can still end them.
                 self.table.drop(session)

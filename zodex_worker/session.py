@@ -76,6 +76,7 @@ class Session:
         self._reason = "exit"
         self._changed = asyncio.Event()
         self._last_output = 0.0
+        self._output_seq = 0
         self._drain_timer: asyncio.TimerHandle | None = None
         self._term_task: asyncio.Task[None] | None = None
         self._members: list[proctree.ProcInfo] = []
@@ -127,7 +128,8 @@ class Session:
             self._last_output = time.monotonic()
             self._changed.set()
             if raw:
-                self._publish("output", {"session": self.handle, "text": raw})
+                self._output_seq += 1  # lets a subscriber see that it missed events
+                self._publish("output", {"session": self.handle, "seq": self._output_seq, "text": raw})
 
     def _at_eof(self) -> None:
         self._eof = True
@@ -183,6 +185,7 @@ class Session:
                 "reason": self._reason,
                 "ended_at": time.time(),
                 "background": len(leftovers),
+                "output_events": self._output_seq,
             },
         )
         self._on_end(self)

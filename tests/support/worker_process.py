@@ -173,11 +173,16 @@ class EventSubscriber:
     def __init__(self, socket: zmq.Socket[bytes], codec: WireCodec) -> None:
         self.socket = socket
         self.codec = codec
+        self.welcomed = False
 
     def next(self, deadline: float) -> tuple[str, Envelope] | None:
         """The next event as ``(topic, envelope)``, or None once ``deadline`` (monotonic) passed."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not self.socket.poll(int(remaining * 1000)):
-            return None
-        topic, *frames = self.socket.recv_multipart()
-        return topic.decode(), self.codec.deserialize(frames)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self.socket.poll(int(remaining * 1000)):
+                return None
+            topic, *frames = self.socket.recv_multipart()
+            if topic == messages.WELCOME and not frames:
+                self.welcomed = True  # the subscription is live from here on
+                continue
+            return topic.decode(), self.codec.deserialize(frames)

@@ -1,0 +1,38 @@
+"""Durable history of every tool call (Local mode): agents, invocations, sessions, output.
+
+:class:`HistoryStore` owns one SQLite file (WAL) in a ``0700`` directory; every write is
+one short transaction and every SQLite failure surfaces as :class:`HistoryUnavailable`.
+Retention measures stored bytes (see :mod:`.retention`), not the file size. Opening with
+``recover=True`` (the runtime) closes calls and processes a crashed runtime left open;
+readers pass ``recover=False``. :mod:`.render` formats invocations for
+``zodex local history``.
+"""
+
+from zodex_gateway.history.records import (
+    ERROR,
+    INCOMPLETE,
+    OK,
+    PENDING,
+    AgentRecord,
+    FileChange,
+    HistoryUnavailable,
+    Invocation,
+)
+from zodex_gateway.history.schema import SCHEMA_VERSION
+from zodex_gateway.history.storage import DB_NAME, clear_history
+from zodex_gateway.history.store import HistoryStore
+
+__all__ = [
+    "DB_NAME",
+    "ERROR",
+    "INCOMPLETE",
+    "OK",
+    "PENDING",
+    "SCHEMA_VERSION",
+    "AgentRecord",
+    "FileChange",
+    "HistoryStore",
+    "HistoryUnavailable",
+    "Invocation",
+    "clear_history",
+]

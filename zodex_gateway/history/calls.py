@@ -1,0 +1,121 @@
+"""Invocation rows: inserted pending before the side effect, finished after it."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, Final
+
+from zodex_gateway.history import sessions
+from zodex_gateway.history.codec import dump_json, utf8_size
+from zodex_gateway.history.ids import new_invocation_id
+from zodex_gateway.history.records import ERROR, INCOMPLETE, OK, PENDING, FileChange
+from zodex_gateway.history.schema import INVOCATION_OVERHEAD, ROW_OVERHEAD
+
+_ID_ATTEMPTS: Final = 64  # ids rarely collide; a pathological clock should fail, not spin
+
+
+def insert(
+    conn: sqlite3.Connection,
+    *,
+    now: float,
+    agent_id: str | None,
+    tool_name: str,
+    args: dict[str, Any],
+    declared_workdir: str | None,
+    real_workdir: str | None,
+    session_handle: str | None,
+) -> str:
+    args_json = dump_json(args)
+    size = INVOCATION_OVERHEAD + sum(
+        utf8_size(v) for v in (args_json, tool_name, agent_id, declared_workdir, real_workdir, session_handle)
+    )
+    creator: str | None = None
+    cross_agent = False
+    if session_handle is not None:
+        known = sessions.creator(conn, session_handle)
+        if known is not None:
+            creator = known.agent_id
+            cross_agent = creator != agent_id
+    for _ in range(_ID_ATTEMPTS):
+        invocation_id = new_invocation_id(now)
+        try:
+            conn.execute(
+                "INSERT INTO invocations (id, agent_id, tool_name, args, declared_workdir, real_workdir,"
+                " status, started_at, session_handle, handle_creator, cross_agent, size)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    invocation_id,
+                    agent_id,
+                    tool_name,
+                    args_json,
+                    declared_workdir,
+                    real_workdir,
+                    PENDING,
+                    now,
+                    session_handle,
+                    creator,
+                    int(cross_agent),
+                    size,
+                ),
+            )
+        except sqlite3.IntegrityError:
+            continue  # the same id drawn twice in one millisecond
+        return invocation_id
+    raise sqlite3.IntegrityError("no free invocation id found")
+
+
+def finish(
+    conn: sqlite3.Connection,
+    invocation_id: str,
+    *,
+    now: float,
+    ok: bool,
+    result: Any,
+    error: str | None,
+    session_handle: str | None,
+    files: Sequence[FileChange],
+) -> None:
+    row = conn.execute(
+        "SELECT agent_id, started_at, session_handle, status FROM invocations WHERE id = ?", (invocation_id,)
+    ).fetchone()
+    if row is None or row[3] not in (PENDING, INCOMPLETE):
+        return
+    agent_id, started_at, handle, _ = row
+    result_json = None if result is None else dump_json(result)
+    added = utf8_size(result_json) + utf8_size(error)
+    if handle is None and session_handle is not None:
+        # Only a call that targeted no session at begin() can have created one.
+        handle = session_handle
+        sessions.claim(conn, handle, agent_id=agent_id, invocation_id=invocation_id)
+        added += utf8_size(handle)
+    _insert_files(conn, invocation_id, files)
+    conn.execute(
+        "UPDATE invocations SET status = ?, duration_ms = ?, result = ?, error = ?, session_handle = ?,"
+        " incomplete_reason = NULL, size = size + ? WHERE id = ?",
+        (
+            OK if ok else ERROR,
+            max(0, round((now - float(started_at)) * 1000)),
+            result_json,
+            error,
+            handle,
+            added,
+            invocation_id,
+        ),
+    )
+
+
+def _insert_files(conn: sqlite3.Connection, invocation_id: str, files: Sequence[FileChange]) -> None:
+    rows = []
+    for idx, change in enumerate(files):
+        diff_json = dump_json(list(change.diff))
+        size = ROW_OVERHEAD + sum(
+            utf8_size(v) for v in (change.operation, change.path, change.old_path, diff_json)
+        )
+        what = (change.operation, change.path, change.old_path, change.added, change.removed)
+        rows.append((invocation_id, idx, *what, diff_json, size))
+    conn.executemany(
+        "INSERT INTO file_changes (invocation_id, idx, operation, path, old_path, added, removed, diff, size)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )

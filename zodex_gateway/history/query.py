@@ -1,0 +1,95 @@
+"""Reading invocations back, with the filters of ``zodex local history``."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, Final
+
+from zodex_gateway.history.codec import load_json
+from zodex_gateway.history.records import FileChange, Invocation
+
+_COLUMNS: Final = (
+    "id, agent_id, tool_name, args, declared_workdir, real_workdir, status, started_at, duration_ms,"
+    " result, error, session_handle, handle_creator, cross_agent, incomplete_reason"
+)
+# Stays well under SQLite's limit on bound parameters.
+_IDS_PER_QUERY: Final = 500
+
+
+def select_invocations(
+    conn: sqlite3.Connection,
+    *,
+    last: int | None = None,
+    since: float | None = None,
+    agent_id: str | None = None,
+    workdir: str | None = None,
+    invocation_id: str | None = None,
+) -> list[Invocation]:
+    """Matching invocations, oldest first; ``last`` keeps the newest N of them."""
+    if last is not None and last < 0:
+        raise ValueError(f"last must be ≥ 0, got {last}")
+    where: list[str] = []
+    params: list[Any] = []
+    if since is not None:
+        where.append("started_at >= ?")
+        params.append(since)
+    if agent_id is not None:
+        where.append("agent_id = ?")
+        params.append(agent_id)
+    if workdir is not None:
+        where.append("(declared_workdir = ? OR real_workdir = ?)")
+        params += [workdir, workdir]
+    if invocation_id is not None:
+        where.append("id = ?")
+        params.append(invocation_id)
+    sql = f"SELECT {_COLUMNS} FROM invocations"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY started_at DESC, seq DESC"
+    if last is not None:
+        sql += " LIMIT ?"
+        params.append(last)
+    rows = conn.execute(sql, params).fetchall()
+    rows.reverse()
+    files = _file_changes(conn, [str(row[0]) for row in rows])
+    return [_invocation(row, files.get(str(row[0]), ())) for row in rows]
+
+
+def _file_changes(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[FileChange, ...]]:
+    found: dict[str, list[FileChange]] = {}
+    for start in range(0, len(ids), _IDS_PER_QUERY):
+        part = ids[start : start + _IDS_PER_QUERY]
+        marks = ", ".join("?" * len(part))
+        rows = conn.execute(
+            "SELECT invocation_id, operation, path, old_path, added, removed, diff FROM file_changes"
+            f" WHERE invocation_id IN ({marks}) ORDER BY invocation_id, idx",
+            part,
+        )
+        for inv_id, operation, path, old_path, added, removed, diff in rows:
+            change = FileChange(operation, path, old_path, int(added), int(removed), tuple(load_json(diff)))
+            found.setdefault(inv_id, []).append(change)
+    return {key: tuple(value) for key, value in found.items()}
+
+
+def _invocation(row: Sequence[Any], files: tuple[FileChange, ...]) -> Invocation:
+    (inv_id, agent_id, tool_name, args, declared, real, status, started_at, duration_ms) = row[:9]
+    (result, error, handle, creator, cross, reason) = row[9:]
+    return Invocation(
+        id=inv_id,
+        agent_id=agent_id,
+        tool_name=tool_name,
+        args=load_json(args),
+        declared_workdir=declared,
+        real_workdir=real,
+        status=status,
+        started_at=float(started_at),
+        duration_ms=None if duration_ms is None else int(duration_ms),
+        result=load_json(result),
+        error=error,
+        session_handle=handle,
+        handle_creator=creator,
+        cross_agent=bool(cross),
+        incomplete_reason=reason,
+        files=files,
+    )

@@ -1,0 +1,59 @@
+"""What history hands out: frozen records, and the one error a caller must handle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+PENDING: Final = "pending"
+OK: Final = "ok"
+ERROR: Final = "error"
+INCOMPLETE: Final = "incomplete"
+
+RUNTIME_STOPPED: Final = "runtime stopped before the call completed"
+PROCESS_LOST: Final = "lost"
+OUTPUT_LOST: Final = "runtime stopped before the command ended; later output was not recorded"
+
+
+class HistoryUnavailable(Exception):
+    """History cannot read or write; the message is one line, fit to show the model."""
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    agent_id: str
+    alias: str | None
+    first_seen: float
+    last_seen: float
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file operation of an ``apply_patch`` call, as evidence."""
+
+    operation: str  # "add" | "delete" | "update" | "move", as the patch applier names them
+    path: str
+    old_path: str | None
+    added: int
+    removed: int
+    diff: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Invocation:
+    id: str
+    agent_id: str | None
+    tool_name: str
+    args: dict[str, Any]
+    declared_workdir: str | None
+    real_workdir: str | None
+    status: str  # PENDING | OK | ERROR | INCOMPLETE
+    started_at: float
+    duration_ms: int | None
+    result: Any | None  # exactly as returned to the model: dict (structured) or str (text)
+    error: str | None
+    session_handle: str | None  # created (exec_command) or targeted (write_stdin)
+    handle_creator: str | None  # write_stdin: the agent that created the targeted session
+    cross_agent: bool  # write_stdin: the caller is not the session's creator
+    incomplete_reason: str | None
+    files: tuple[FileChange, ...]

@@ -1,0 +1,107 @@
+"""Trimming history: whole invocations, oldest first, the newest always kept.
+
+Size is the sum of the rows' ``size`` columns (stored UTF-8 bytes plus a per-row
+allowance, see :mod:`schema`), not the file size: it falls exactly as rows are deleted,
+while the file keeps its freed pages for reuse (nothing vacuums them away).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final
+
+from zodex_gateway.history.records import PENDING
+
+# A session whose invocations are all gone is kept this long after it ended: its exec
+# call may still be about to complete and claim it.
+ORPHAN_GRACE_S: Final = 3600.0
+
+_CANDIDATES: Final = (
+    "SELECT seq, id, session_handle, size FROM invocations"
+    " WHERE seq != ? AND status != ? {extra} ORDER BY started_at, seq LIMIT ?"
+)
+
+
+def stored_bytes(conn: sqlite3.Connection) -> int:
+    row = conn.execute(
+        "SELECT (SELECT COALESCE(SUM(size), 0) FROM invocations)"
+        " + (SELECT COALESCE(SUM(size), 0) FROM file_changes)"
+        " + (SELECT COALESCE(SUM(size), 0) FROM processes)"
+        " + (SELECT COALESCE(SUM(size), 0) FROM output_chunks)"
+    ).fetchone()
+    return int(row[0])
+
+
+def retention_step(
+    conn: sqlite3.Connection, *, max_age_s: float, max_bytes: int, now: float, budget: int
+) -> tuple[int, bool]:
+    """Delete at most ``budget`` invocations; returns (deleted, finished).
+
+    Called in a write transaction; the caller commits between steps so a large trim
+    never holds the write lock for long. Pending calls are never removed.
+    """
+    newest = conn.execute("SELECT seq FROM invocations ORDER BY started_at DESC, seq DESC LIMIT 1").fetchone()
+    keep = -1 if newest is None else int(newest[0])
+    deleted = 0
+
+    too_old = conn.execute(
+        _CANDIDATES.format(extra="AND started_at < ?"), (keep, PENDING, now - max_age_s, budget)
+    ).fetchall()
+    for seq, inv_id, handle, size in too_old:
+        _delete_invocation(conn, seq, inv_id, handle, size)
+        deleted += 1
+    if deleted >= budget:
+        return deleted, False
+
+    _drop_orphan_sessions(conn, now)
+    total = stored_bytes(conn)
+    while total > max_bytes and deleted < budget:
+        rows = conn.execute(
+            _CANDIDATES.format(extra=""), (keep, PENDING, min(64, budget - deleted))
+        ).fetchall()
+        if not rows:
+            return deleted, True  # only the newest and pending calls are left
+        for seq, inv_id, handle, size in rows:
+            if total <= max_bytes:
+                break
+            total -= _delete_invocation(conn, seq, inv_id, handle, size)
+            deleted += 1
+    return deleted, total <= max_bytes
+
+
+def _delete_invocation(conn: sqlite3.Connection, seq: int, inv_id: str, handle: str | None, size: int) -> int:
+    """Remove one invocation, its file evidence, and its session once nothing refers to
+    it; returns the bytes freed."""
+    freed = int(size)
+    row = conn.execute("SELECT COALESCE(SUM(size), 0) FROM file_changes WHERE invocation_id = ?", (inv_id,))
+    freed += int(row.fetchone()[0])
+    conn.execute("DELETE FROM file_changes WHERE invocation_id = ?", (inv_id,))
+    conn.execute("DELETE FROM invocations WHERE seq = ?", (seq,))
+    if handle is not None:
+        still_used = conn.execute("SELECT 1 FROM invocations WHERE session_handle = ? LIMIT 1", (handle,))
+        if still_used.fetchone() is None:
+            freed += _drop_session(conn, handle)
+    return freed
+
+
+def _drop_session(conn: sqlite3.Connection, handle: str) -> int:
+    row = conn.execute(
+        "SELECT (SELECT COALESCE(SUM(size), 0) FROM output_chunks WHERE handle = ?)"
+        " + (SELECT COALESCE(SUM(size), 0) FROM processes WHERE handle = ?)",
+        (handle, handle),
+    ).fetchone()
+    conn.execute("DELETE FROM output_chunks WHERE handle = ?", (handle,))
+    conn.execute("DELETE FROM processes WHERE handle = ?", (handle,))
+    return int(row[0])
+
+
+def _drop_orphan_sessions(conn: sqlite3.Connection, now: float) -> None:
+    """Sessions no invocation refers to, e.g. a command whose exec call was never
+    completed and was then trimmed, or events that arrived for a call already removed."""
+    orphans = conn.execute(
+        "SELECT handle FROM processes AS p WHERE p.ended_at < ?"
+        " AND NOT EXISTS (SELECT 1 FROM invocations AS i WHERE i.session_handle = p.handle)",
+        (now - ORPHAN_GRACE_S,),
+    ).fetchall()
+    for (handle,) in orphans:
+        _drop_session(conn, handle)

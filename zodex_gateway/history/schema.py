@@ -1,0 +1,127 @@
+"""The history database layout and its migrations, versioned with ``PRAGMA user_version``.
+
+Every row carries ``size``: the UTF-8 bytes of its variable-length values plus a fixed
+per-row allowance for SQLite's record and index overhead. Retention trims by the sum of
+these, a measure that shrinks exactly as rows go (the file keeps freed pages for reuse).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Final
+
+from zodex_gateway.history.records import HistoryUnavailable
+
+# Measured roughly: an invocation row plus its five index entries takes ~250 bytes
+# beyond its values; the smaller tables carry one or two indexes.
+INVOCATION_OVERHEAD: Final = 256
+ROW_OVERHEAD: Final = 64
+
+_V1: Final = """
+CREATE TABLE agents (
+    agent_id   TEXT PRIMARY KEY,
+    key_hash   TEXT NOT NULL UNIQUE,   -- SHA-256 of the identity key, never the key itself
+    alias      TEXT,
+    first_seen REAL NOT NULL,
+    last_seen  REAL NOT NULL
+);
+
+CREATE TABLE invocations (
+    seq               INTEGER PRIMARY KEY,   -- arrival order, breaks started_at ties
+    id                TEXT NOT NULL UNIQUE,
+    agent_id          TEXT,
+    tool_name         TEXT NOT NULL,
+    args              TEXT NOT NULL,         -- JSON
+    declared_workdir  TEXT,
+    real_workdir      TEXT,
+    status            TEXT NOT NULL,
+    started_at        REAL NOT NULL,
+    duration_ms       INTEGER,
+    result            TEXT,                  -- JSON, NULL while pending
+    error             TEXT,
+    session_handle    TEXT,
+    handle_creator    TEXT,
+    cross_agent       INTEGER NOT NULL DEFAULT 0,
+    incomplete_reason TEXT,
+    size              INTEGER NOT NULL
+);
+CREATE INDEX invocations_started ON invocations (started_at, seq);
+CREATE INDEX invocations_agent ON invocations (agent_id, started_at);
+CREATE INDEX invocations_declared_workdir ON invocations (declared_workdir);
+CREATE INDEX invocations_real_workdir ON invocations (real_workdir);
+CREATE INDEX invocations_handle ON invocations (session_handle);
+CREATE INDEX invocations_status ON invocations (status);
+-- Covers SUM(size), so measuring history never reads the stored values.
+CREATE INDEX invocations_size ON invocations (size);
+
+CREATE TABLE file_changes (
+    invocation_id TEXT NOT NULL,
+    idx           INTEGER NOT NULL,
+    operation     TEXT NOT NULL,
+    path          TEXT NOT NULL,
+    old_path      TEXT,
+    added         INTEGER NOT NULL,
+    removed       INTEGER NOT NULL,
+    diff          TEXT NOT NULL,             -- JSON array of rows
+    size          INTEGER NOT NULL,
+    PRIMARY KEY (invocation_id, idx)
+);
+CREATE INDEX file_changes_size ON file_changes (invocation_id, size);
+
+-- One row per session handle: the process lifecycle from the worker's events, and the
+-- creator (the exec_command call that got this handle), known once that call completes.
+CREATE TABLE processes (
+    handle                   TEXT PRIMARY KEY,
+    creator_agent_id         TEXT,
+    creator_invocation_id    TEXT,
+    pid                      INTEGER,
+    cmd                      TEXT,
+    cwd                      TEXT,
+    started_at               REAL,
+    ended_at                 REAL,
+    exit_code                INTEGER,
+    signal                   TEXT,
+    reason                   TEXT,
+    output_complete          INTEGER NOT NULL DEFAULT 1,
+    output_incomplete_reason TEXT,
+    size                     INTEGER NOT NULL DEFAULT 64
+);
+CREATE INDEX processes_running ON processes (ended_at, started_at);
+
+CREATE TABLE output_chunks (
+    handle TEXT NOT NULL,
+    seq    INTEGER NOT NULL,
+    text   TEXT NOT NULL,                    -- raw decoded stream, escapes intact
+    size   INTEGER NOT NULL,
+    PRIMARY KEY (handle, seq)
+);
+CREATE INDEX output_chunks_size ON output_chunks (handle, size);
+"""
+
+SCHEMA_VERSION: Final = 1
+
+_MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {
+    1: lambda conn: _run_script(conn, _V1),
+}
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    # executescript() would commit the caller's transaction; run statement by statement
+    # (no statement or comment above contains a semicolon of its own).
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the schema to :data:`SCHEMA_VERSION`; the caller holds a write transaction,
+    so two processes opening a fresh file at once migrate it once."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise HistoryUnavailable(
+            f"history was written by a newer Zodex (schema {version}, this one reads {SCHEMA_VERSION})"
+        )
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        _MIGRATIONS[target](conn)
+        conn.execute(f"PRAGMA user_version = {target}")

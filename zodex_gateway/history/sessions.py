@@ -1,0 +1,168 @@
+"""Sessions in history: who created each handle, its process lifecycle, its raw output.
+
+Rows are keyed by handle and written by upsert, because the worker's events (started,
+output, ended) and the exec call's completion (which names the creator) arrive in any
+order.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from zodex_gateway.history.codec import storable_text, utf8_size
+from zodex_gateway.history.records import OUTPUT_LOST, PROCESS_LOST
+from zodex_gateway.history.schema import ROW_OVERHEAD
+
+# Output pieces of one handle that arrive together are stored as one row, up to this
+# many characters: far fewer rows than events, and no row too large to handle.
+MAX_CHUNK_CHARS: Final = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Creator:
+    agent_id: str | None
+    invocation_id: str
+
+
+def creator(conn: sqlite3.Connection, handle: str) -> Creator | None:
+    row = conn.execute(
+        "SELECT creator_agent_id, creator_invocation_id FROM processes WHERE handle = ?", (handle,)
+    ).fetchone()
+    if row is None or row[1] is None:
+        return None
+    return Creator(row[0], row[1])
+
+
+def claim(conn: sqlite3.Connection, handle: str, *, agent_id: str | None, invocation_id: str) -> None:
+    """Make ``invocation_id`` the creator of ``handle``, unless another call already is."""
+    conn.execute(
+        "INSERT INTO processes (handle, creator_agent_id, creator_invocation_id, size) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (handle) DO UPDATE SET creator_agent_id = excluded.creator_agent_id,"
+        " creator_invocation_id = excluded.creator_invocation_id WHERE creator_invocation_id IS NULL",
+        (handle, agent_id, invocation_id, ROW_OVERHEAD),
+    )
+
+
+def started(
+    conn: sqlite3.Connection, handle: str, *, pid: int, cmd: str, cwd: str, started_at: float
+) -> None:
+    size = ROW_OVERHEAD + utf8_size(cmd) + utf8_size(cwd)
+    conn.execute(
+        "INSERT INTO processes (handle, pid, cmd, cwd, started_at, size) VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (handle) DO UPDATE SET pid = excluded.pid, cmd = excluded.cmd, cwd = excluded.cwd,"
+        " started_at = excluded.started_at, size = excluded.size",
+        (handle, pid, cmd, cwd, started_at, size),
+    )
+
+
+def ended(
+    conn: sqlite3.Connection, handle: str, *, exit_code: int, signal: str | None, reason: str, ended_at: float
+) -> None:
+    # Also overwrites a "lost" ending written by a runtime that opened the file meanwhile.
+    conn.execute(
+        "INSERT INTO processes (handle, ended_at, exit_code, signal, reason, size) VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (handle) DO UPDATE SET ended_at = excluded.ended_at, exit_code = excluded.exit_code,"
+        " signal = excluded.signal, reason = excluded.reason",
+        (handle, ended_at, exit_code, signal, reason, ROW_OVERHEAD),
+    )
+
+
+def any_running(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM processes WHERE ended_at IS NULL AND started_at IS NOT NULL LIMIT 1"
+    ).fetchone()
+    return row is not None
+
+
+def end_running_as_lost(conn: sqlite3.Connection, now: float) -> None:
+    """Processes a stopped runtime never saw end: their end time is when we noticed."""
+    conn.execute(
+        "UPDATE processes SET ended_at = ?, reason = ?, output_complete = 0,"
+        " output_incomplete_reason = COALESCE(output_incomplete_reason, ?)"
+        " WHERE ended_at IS NULL AND started_at IS NOT NULL",
+        (now, PROCESS_LOST, OUTPUT_LOST),
+    )
+
+
+def merge_output(batch: Sequence[tuple[str, str]]) -> list[tuple[str, str, int]]:
+    """(handle, text, UTF-8 size) rows: consecutive pieces of one handle joined."""
+    rows: list[tuple[str, str, int]] = []
+    handle: str | None = None
+    parts: list[str] = []
+    length = 0
+
+    def flush() -> None:
+        if handle is not None and parts:
+            text, size = storable_text("".join(parts))
+            rows.append((handle, text, size))
+
+    for piece_handle, text in batch:
+        if not text:
+            continue
+        if piece_handle != handle or length + len(text) > MAX_CHUNK_CHARS:
+            flush()
+            handle, parts, length = piece_handle, [], 0
+        parts.append(text)
+        length += len(text)
+    flush()
+    return rows
+
+
+def append(conn: sqlite3.Connection, rows: Sequence[tuple[str, str, int]]) -> None:
+    next_seq: dict[str, int] = {}
+    values: list[tuple[str, int, str, int]] = []
+    for handle, text, size in rows:
+        if handle not in next_seq:
+            top = conn.execute("SELECT MAX(seq) FROM output_chunks WHERE handle = ?", (handle,)).fetchone()[0]
+            next_seq[handle] = 0 if top is None else int(top) + 1
+        values.append((handle, next_seq[handle], text, size))
+        next_seq[handle] += 1
+    conn.executemany("INSERT INTO output_chunks (handle, seq, text, size) VALUES (?, ?, ?, ?)", values)
+
+
+def mark_incomplete(conn: sqlite3.Connection, handle: str, reason: str) -> None:
+    conn.execute(
+        "INSERT INTO processes (handle, output_complete, output_incomplete_reason, size) VALUES (?, 0, ?, ?)"
+        " ON CONFLICT (handle) DO UPDATE SET output_complete = 0,"
+        " output_incomplete_reason = COALESCE(output_incomplete_reason, excluded.output_incomplete_reason)",
+        (handle, reason, ROW_OVERHEAD),
+    )
+
+
+def output(conn: sqlite3.Connection, handle: str) -> tuple[str, bool]:
+    text = "".join(
+        row[0]
+        for row in conn.execute("SELECT text FROM output_chunks WHERE handle = ? ORDER BY seq", (handle,))
+    )
+    row = conn.execute("SELECT output_complete FROM processes WHERE handle = ?", (handle,)).fetchone()
+    return text, row is None or bool(row[0])
+
+
+_PROCESS_FIELDS: Final = (
+    "pid",
+    "cmd",
+    "cwd",
+    "started_at",
+    "ended_at",
+    "exit_code",
+    "signal",
+    "reason",
+    "output_complete",
+    "output_incomplete_reason",
+    "creator_agent_id",
+    "creator_invocation_id",
+)
+
+
+def process(conn: sqlite3.Connection, handle: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        f"SELECT {', '.join(_PROCESS_FIELDS)} FROM processes WHERE handle = ?", (handle,)
+    ).fetchone()
+    if row is None:
+        return None
+    found = dict(zip(_PROCESS_FIELDS, row, strict=True))
+    found["output_complete"] = bool(found["output_complete"])
+    return found

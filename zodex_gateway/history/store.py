@@ -1,0 +1,305 @@
+"""The durable record of every tool call: one SQLite file in WAL mode, one connection.
+
+Methods are plain synchronous calls, each one small transaction. A lock makes the store
+safe to share with the thread that writes output batches. Writes start with
+``BEGIN IMMEDIATE`` so that two processes sharing the file queue on the busy timeout
+instead of failing to upgrade a read lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from zodex_gateway.history import agents as agent_rows
+from zodex_gateway.history import calls, sessions
+from zodex_gateway.history.query import select_invocations
+from zodex_gateway.history.records import (
+    INCOMPLETE,
+    PENDING,
+    RUNTIME_STOPPED,
+    AgentRecord,
+    FileChange,
+    HistoryUnavailable,
+    Invocation,
+)
+from zodex_gateway.history.retention import retention_step, stored_bytes
+from zodex_gateway.history.schema import SCHEMA_VERSION, migrate
+from zodex_gateway.history.storage import connect
+
+log = logging.getLogger("zodex.gateway")
+
+DEFAULT_BUSY_TIMEOUT_S: Final = 5.0
+# Invocations per transaction while trimming: deleting a call with megabytes of output
+# takes a few ms, and calls being recorded wait for the write lock meanwhile.
+RETENTION_BATCH: Final = 64
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class HistoryStore:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        recover: bool = True,
+    ) -> None:
+        """Open or create the history in ``directory`` and migrate it.
+
+        With ``recover`` (the runtime that owns the history), calls left pending and
+        processes left running by a crashed runtime are closed with a reason. A reader
+        such as ``zodex local history`` passes ``recover=False`` so that it never marks a
+        live runtime's calls incomplete. Raises :class:`HistoryUnavailable`.
+        """
+        self._lock = threading.Lock()
+        self._clock = clock
+        try:
+            self._conn: sqlite3.Connection | None = connect(directory, busy_timeout_s=busy_timeout_s)
+        except (OSError, sqlite3.Error) as exc:
+            raise HistoryUnavailable(_one_line(f"history cannot open {directory}: {exc}")) from exc
+        try:
+            with self._read("history cannot read its schema: {error}") as conn:
+                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version != SCHEMA_VERSION:
+                with self._write("history cannot prepare its database: {error}") as conn:
+                    migrate(conn)
+            if recover:
+                self._recover()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- transactions ---------------------------------------------------------------
+
+    @contextmanager
+    def _write(self, failure: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction; any SQLite error becomes HistoryUnavailable(``failure``
+        with ``{error}`` filled in)."""
+        with self._lock, self._transaction("BEGIN IMMEDIATE", failure) as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self, failure: str) -> Iterator[sqlite3.Connection]:
+        # A read transaction: several SELECTs see one snapshot.
+        with self._lock, self._transaction("BEGIN", failure) as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, begin: str, failure: str) -> Iterator[sqlite3.Connection]:
+        conn = self._conn
+        if conn is None:
+            raise HistoryUnavailable(failure.replace("{error}", "history is closed"))
+        try:
+            conn.execute(begin)
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass  # the original error is the one worth reporting
+                raise
+        except sqlite3.Error as exc:
+            raise HistoryUnavailable(_one_line(failure.replace("{error}", str(exc)))) from exc
+
+    def _recover(self) -> None:
+        now = self._clock()
+        with self._read("history cannot be read: {error}") as conn:
+            pending = conn.execute(
+                "SELECT 1 FROM invocations WHERE status = ? LIMIT 1", (PENDING,)
+            ).fetchone()
+            running = sessions.any_running(conn)
+        if pending is None and not running:
+            return  # the usual case: no write lock taken just to open
+        try:
+            with self._write("history cannot close calls left by a stopped runtime: {error}") as conn:
+                conn.execute(
+                    "UPDATE invocations SET status = ?, incomplete_reason = ? WHERE status = ?",
+                    (INCOMPLETE, RUNTIME_STOPPED, PENDING),
+                )
+                sessions.end_running_as_lost(conn, now)
+        except HistoryUnavailable as exc:
+            log.warning("%s", exc)  # a read-only history still opens for reading
+
+    # -- agents (SPEC §5) -----------------------------------------------------------
+
+    def agent_for(self, identity_key: str) -> AgentRecord:
+        """The agent of an identity key, created on first sight; updates ``last_seen``.
+        Concurrent first calls, from this process or another, agree on one agent."""
+        now = self._clock()
+        with self._write("history cannot record the calling agent: {error}") as conn:
+            return agent_rows.get_or_create(conn, identity_key, now)
+
+    def agent(self, agent_id: str) -> AgentRecord | None:
+        with self._read("history cannot be read: {error}") as conn:
+            return agent_rows.by_id(conn, agent_id)
+
+    def agents(self) -> list[AgentRecord]:
+        with self._read("history cannot be read: {error}") as conn:
+            return agent_rows.every(conn)
+
+    def set_alias(self, agent_id: str, alias: str | None) -> AgentRecord:
+        """Last write wins; ``None`` or ``""`` clears. Validation is the caller's (SPEC §1.5).
+        Raises KeyError for an unknown agent."""
+        with self._write("history cannot store the alias: {error}") as conn:
+            record = agent_rows.set_alias(conn, agent_id, alias)
+        if record is None:
+            raise KeyError(agent_id)
+        return record
+
+    # -- invocations ----------------------------------------------------------------
+
+    def begin(
+        self,
+        *,
+        agent_id: str | None,
+        tool_name: str,
+        args: dict[str, Any],
+        declared_workdir: str | None,
+        real_workdir: str | None,
+        session_handle: str | None = None,
+    ) -> str:
+        """Record a call before its side effect; returns its id. With ``session_handle``
+        (write_stdin) the session's creator is looked up and compared with the caller.
+        Raises HistoryUnavailable, and then the call must not run."""
+        now = self._clock()
+        with self._write("history cannot record this call (disk full?): {error}; nothing was run") as conn:
+            return calls.insert(
+                conn,
+                now=now,
+                agent_id=agent_id,
+                tool_name=tool_name,
+                args=args,
+                declared_workdir=declared_workdir,
+                real_workdir=real_workdir,
+                session_handle=session_handle,
+            )
+
+    def complete(
+        self,
+        invocation_id: str,
+        *,
+        ok: bool,
+        result: Any,
+        error: str | None = None,
+        session_handle: str | None = None,
+        files: Sequence[FileChange] = (),
+    ) -> None:
+        """Record the outcome. ``session_handle`` is the handle an exec_command created:
+        it makes this call's agent the session's creator. A call already completed, or
+        removed meanwhile (retention, clear), is left alone; one that a reopening marked
+        incomplete while it was in fact still running is completed normally."""
+        now = self._clock()
+        with self._write(f"history cannot complete call {invocation_id}: " + "{error}") as conn:
+            calls.finish(
+                conn,
+                invocation_id,
+                now=now,
+                ok=ok,
+                result=result,
+                error=error,
+                session_handle=session_handle,
+                files=files,
+            )
+
+    def invocations(
+        self,
+        *,
+        last: int | None = None,
+        since: float | None = None,
+        agent_id: str | None = None,
+        workdir: str | None = None,
+        invocation_id: str | None = None,
+    ) -> list[Invocation]:
+        """Matching invocations, newest last; ``workdir`` matches declared or real."""
+        with self._read("history cannot be read: {error}") as conn:
+            return select_invocations(
+                conn, last=last, since=since, agent_id=agent_id, workdir=workdir, invocation_id=invocation_id
+            )
+
+    # -- processes and output (from the workers' event streams) ------------------------
+
+    def process_started(self, handle: str, *, pid: int, cmd: str, cwd: str, started_at: float) -> None:
+        with self._write("history cannot record a process start: {error}") as conn:
+            sessions.started(conn, handle, pid=pid, cmd=cmd, cwd=cwd, started_at=started_at)
+
+    def process_ended(
+        self, handle: str, *, exit_code: int, signal: str | None, reason: str, ended_at: float
+    ) -> None:
+        with self._write("history cannot record a process end: {error}") as conn:
+            sessions.ended(conn, handle, exit_code=exit_code, signal=signal, reason=reason, ended_at=ended_at)
+
+    def append_output(self, batch: Sequence[tuple[str, str]]) -> None:
+        """Store ``(handle, raw text)`` pieces, in arrival order, in one transaction."""
+        rows = sessions.merge_output(batch)
+        if not rows:
+            return
+        with self._write("history cannot store command output: {error}") as conn:
+            sessions.append(conn, rows)
+
+    def mark_output_incomplete(self, handle: str, reason: str) -> None:
+        """The capture of this session missed output; the first reason given is kept."""
+        with self._write("history cannot record an output gap: {error}") as conn:
+            sessions.mark_incomplete(conn, handle, reason)
+
+    def output(self, handle: str) -> tuple[str, bool]:
+        """The session's full raw output and whether it was captured completely."""
+        with self._read("history cannot be read: {error}") as conn:
+            return sessions.output(conn, handle)
+
+    def process(self, handle: str) -> dict[str, Any] | None:
+        with self._read("history cannot be read: {error}") as conn:
+            return sessions.process(conn, handle)
+
+    # -- retention ------------------------------------------------------------------
+
+    def stored_bytes(self) -> int:
+        """The size retention measures (stored bytes plus per-row allowances)."""
+        with self._read("history cannot be read: {error}") as conn:
+            return stored_bytes(conn)
+
+    def apply_retention(self, *, max_age_s: float, max_bytes: int, now: float | None = None) -> int:
+        """Delete whole invocations, oldest first, until none is older than ``max_age_s``
+        and :meth:`stored_bytes` ≤ ``max_bytes``; the newest is always kept. Returns how
+        many were deleted. Works in batches, releasing the write lock in between.
+
+        The file does not shrink: SQLite reuses the freed pages for new records, so it
+        stays near the size the limit allows (giving pages back means moving every live
+        page, seconds of holding the write lock for a large history)."""
+        when = self._clock() if now is None else now
+        deleted = 0
+        finished = False
+        while not finished:
+            with self._write("history cannot remove old records: {error}") as conn:
+                count, finished = retention_step(
+                    conn, max_age_s=max_age_s, max_bytes=max_bytes, now=when, budget=RETENTION_BATCH
+                )
+            deleted += count
+        return deleted

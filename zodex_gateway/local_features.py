@@ -1,0 +1,83 @@
+"""Opening what Local mode adds around the tools — history, event capture, model context —
+and closing it again, for any gateway (foreground or the Local runtime)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from zodex_gateway.context import ContextProvider, ContextSwitches
+from zodex_gateway.history import HistoryStore
+from zodex_gateway.local.config import LocalConfig, config_path
+from zodex_gateway.local.units import ConfigError
+from zodex_gateway.mcp_server import LocalFeatures
+from zodex_gateway.recorder import EventCapture
+from zodex_gateway.supervisor import Supervisor
+
+log = logging.getLogger("zodex.gateway")
+
+RETENTION_EVERY_S = 3600.0
+
+
+@dataclass
+class FeatureOptions:
+    history: bool = True
+    stdio_connection: str | None = None
+
+
+class OpenFeatures:
+    def __init__(
+        self, features: LocalFeatures, capture: EventCapture | None, retention: asyncio.Task[None] | None
+    ):
+        self.features = features
+        self._capture = capture
+        self._retention = retention
+
+    async def close(self) -> None:
+        if self._retention is not None:
+            self._retention.cancel()
+        if self._capture is not None:
+            await self._capture.close()
+        if self.features.history is not None:
+            self.features.history.close()
+
+
+def _config() -> LocalConfig:
+    try:
+        return LocalConfig.load(config_path())
+    except ConfigError as exc:
+        log.warning("ignoring %s", exc)
+        return LocalConfig(values={})
+
+
+async def open_features(supervisor: Supervisor, options: FeatureOptions) -> OpenFeatures:
+    config = _config()
+    context = ContextProvider(
+        env=dict(os.environ), home=Path.home(), switches=ContextSwitches.from_config(config.get)
+    )
+    if not options.history:
+        return OpenFeatures(
+            LocalFeatures(context=context, stdio_connection=options.stdio_connection), None, None
+        )
+    store = HistoryStore(supervisor.runtime.state_dir / "history")
+    capture = EventCapture(store, supervisor.context, supervisor.codec)
+    supervisor.on_new_worker = capture.attach
+    max_age_ms = config.get("history.max-age")
+    max_bytes = config.get("history.max-size")
+    assert isinstance(max_age_ms, int) and isinstance(max_bytes, int)
+
+    async def keep_retention() -> None:
+        while True:
+            removed = await asyncio.to_thread(
+                store.apply_retention, max_age_s=max_age_ms / 1000, max_bytes=max_bytes
+            )
+            if removed:
+                log.info("history retention removed %d invocations", removed)
+            await asyncio.sleep(RETENTION_EVERY_S)
+
+    retention = asyncio.create_task(keep_retention())
+    features = LocalFeatures(history=store, context=context, stdio_connection=options.stdio_connection)
+    return OpenFeatures(features, capture, retention)

@@ -1,0 +1,137 @@
+"""Feeding history from the workers' event streams (output, process started/ended).
+
+One SUB socket per worker. A worker's XPUB greets each new subscriber with ``welcome``;
+:meth:`EventCapture.attach` waits for it, so the first command's events are never lost to
+ZeroMQ's slow-joiner window. The reader takes everything already queued, then writes it in
+one batch on a thread: batches grow by themselves under load, and no timer is involved.
+The PTY side never waits for us — a worker drops events for a subscriber that falls too
+far behind — and a jump in a session's ``seq`` marks its capture incomplete instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from zodex_gateway.history import HistoryStore
+from zodex_protocol import messages
+from zodex_protocol.envelope import Envelope, WireCodec
+from zodex_protocol.errors import ProtocolError
+from zodex_protocol.layout import WorkerRecord
+
+log = logging.getLogger("zodex.gateway")
+
+WELCOME_TIMEOUT_S = 2.0
+BATCH_BYTES = 256 * 1024
+GAP_REASON = "output events were dropped: the history writer fell behind this command"
+
+
+class EventCapture:
+    def __init__(self, store: HistoryStore, context: zmq.asyncio.Context, codec: WireCodec) -> None:
+        self._store = store
+        self._context = context
+        self._codec = codec
+        self._readers: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._last_seq: dict[str, int] = {}
+
+    async def attach(self, record: WorkerRecord) -> None:
+        key = (record.worker_id, record.incarnation)
+        if key in self._readers:
+            return
+        socket = self._context.socket(zmq.SUB)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.RCVHWM, 10_000)
+        socket.setsockopt(zmq.SUBSCRIBE, b"")
+        socket.connect(record.event_endpoint)
+        try:
+            welcome = await asyncio.wait_for(socket.recv_multipart(), WELCOME_TIMEOUT_S)
+            if welcome != [messages.WELCOME]:
+                log.warning("worker %s greeted with %r", record.worker_id, welcome[:1])
+        except TimeoutError:
+            log.warning("no welcome from worker %s: its first events may be missing", record.worker_id)
+        self._readers[key] = asyncio.create_task(self._read(socket))
+
+    async def _read(self, socket: zmq.asyncio.Socket) -> None:
+        try:
+            while True:
+                batch = [await socket.recv_multipart()]
+                size = len(batch[0][-1])
+                # A bounded batch: the store's lock is held while it is written, and tool
+                # calls wait on that lock to record themselves.
+                while size < BATCH_BYTES:
+                    try:
+                        batch.append(await socket.recv_multipart(flags=zmq.NOBLOCK))
+                    except zmq.Again:
+                        break
+                    size += len(batch[-1][-1])
+                events = [e for e in (self._decode(frames) for frames in batch) if e is not None]
+                if events:
+                    await asyncio.to_thread(self._write, events)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("history capture stopped")
+        finally:
+            socket.close(linger=0)
+
+    def _decode(self, frames: list[bytes]) -> Envelope | None:
+        if len(frames) != 3:
+            return None  # the welcome, or something that is not an event
+        try:
+            return self._codec.deserialize(frames[1:])
+        except ProtocolError as exc:
+            log.warning("unverifiable event dropped: %s", exc)
+            return None
+
+    def _write(self, events: list[Envelope]) -> None:
+        """Store a batch in arrival order; runs on a thread (the store is thread-safe)."""
+        output: list[tuple[str, str]] = []
+        for event in events:
+            body: dict[str, Any] = event.body
+            handle = str(body.get("session", ""))
+            if event.type == messages.EVENT_OUTPUT:
+                self._check_seq(handle, int(body.get("seq", 0)))
+                output.append((handle, str(body.get("text", ""))))
+                continue
+            if output:
+                self._store.append_output(output)
+                output = []
+            if event.type == messages.EVENT_PROCESS_STARTED:
+                self._store.process_started(
+                    handle,
+                    pid=int(body["pid"]),
+                    cmd=str(body["cmd"]),
+                    cwd=str(body["cwd"]),
+                    started_at=float(body["started_at"]),
+                )
+            elif event.type == messages.EVENT_PROCESS_ENDED:
+                if int(body.get("output_events", 0)) != self._last_seq.pop(handle, 0):
+                    self._store.mark_output_incomplete(handle, GAP_REASON)
+                self._store.process_ended(
+                    handle,
+                    exit_code=int(body["exit_code"]),
+                    signal=body.get("signal"),
+                    reason=str(body["reason"]),
+                    ended_at=float(body["ended_at"]),
+                )
+        if output:
+            self._store.append_output(output)
+
+    def _check_seq(self, handle: str, seq: int) -> None:
+        expected = self._last_seq.get(handle, 0) + 1
+        self._last_seq[handle] = seq
+        if seq != expected:
+            self._store.mark_output_incomplete(handle, GAP_REASON)
+
+    async def close(self) -> None:
+        for task in self._readers.values():
+            task.cancel()
+        for task in self._readers.values():
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._readers.clear()
