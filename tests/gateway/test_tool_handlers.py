@@ -148,7 +148,11 @@ async def test_unknown_handles_and_tools(handlers: ToolHandlers, workdir: Path) 
     )
     await session(handlers, "write_stdin", session_handle=r["session_handle"], kill_process=True)
     assert await error(handlers, "no_such_tool", {}) == "Unknown tool: no_such_tool"
-    assert await error(handlers, "set_agent_alias", {"alias": "x"}) == "Unknown tool: set_agent_alias"
+    assert (await error(handlers, "set_agent_alias", {"alias": "x"})).startswith(
+        "set_agent_alias needs to know which conversation is calling"
+    )
+    sprite = ToolHandlers(handlers.dispatcher, mode="sprite")
+    assert await error(sprite, "set_agent_alias", {"alias": "x"}) == "Unknown tool: set_agent_alias"
 
 
 async def test_wrong_argument_types(handlers: ToolHandlers, workdir: Path) -> None:
@@ -201,7 +205,9 @@ async def test_apply_patch_success_and_failure_text(handlers: ToolHandlers, work
 
 async def test_list_tools_and_read_only_hint(handlers: ToolHandlers) -> None:
     listed = (await handlers.list_tools(None, None)).tools  # type: ignore[arg-type]
-    assert [t.name for t in listed] == ["exec_command", "write_stdin", "apply_patch"]
+    assert [t.name for t in listed] == ["exec_command", "write_stdin", "apply_patch", "set_agent_alias"]
+    sprite = (await ToolHandlers(handlers.dispatcher, mode="sprite").list_tools(None, None)).tools  # type: ignore[arg-type]
+    assert [t.name for t in sprite] == ["exec_command", "write_stdin", "apply_patch"]
     for tool in listed:
         assert tool.annotations is not None
         assert (tool.annotations.read_only_hint, tool.annotations.destructive_hint) == (True, False)
@@ -211,7 +217,7 @@ async def test_list_tools_and_read_only_hint(handlers: ToolHandlers) -> None:
             assert not any(word in name for word in ("agent", "conversation", "runtime"))
     assert listed[0].output_schema is not None and listed[2].output_schema is None
     flipped = (await ToolHandlers(handlers.dispatcher, read_only_hint=False).list_tools(None, None)).tools  # type: ignore[arg-type]
-    assert [t.annotations.read_only_hint for t in flipped if t.annotations] == [False, False, False]
+    assert [t.annotations.read_only_hint for t in flipped if t.annotations] == [False, False, False, False]
     assert all(t.annotations and t.annotations.destructive_hint is False for t in flipped)
 
 

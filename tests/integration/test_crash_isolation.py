@@ -108,7 +108,7 @@ async def test_crash_loop_gives_a_clear_error(tmp_path: Path) -> None:
             assert "not restarting it" in gave_up
             # The gateway itself is fine.
             listed = await mcp.client.list_tools()
-            assert len(listed.tools) == 3
+            assert len(listed.tools) == 4
 
 
 async def test_hung_worker_is_detected_by_health_pings(tmp_path: Path) -> None:

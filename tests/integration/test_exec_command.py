@@ -14,11 +14,11 @@ from tests.support.gateway import GatewayEnv
 pytestmark = pytest.mark.timeout(90)
 
 
-async def test_lists_three_tools_with_annotations_and_schemas(genv: GatewayEnv, connect) -> None:
+async def test_lists_four_tools_with_annotations_and_schemas(genv: GatewayEnv, connect) -> None:
     async with connect(genv) as mcp:
         listed = await mcp.client.list_tools()
     tools = {t.name: t for t in listed.tools}
-    assert set(tools) == {"exec_command", "write_stdin", "apply_patch"}
+    assert set(tools) == {"exec_command", "write_stdin", "apply_patch", "set_agent_alias"}
     for tool in tools.values():
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is True
