@@ -11,7 +11,8 @@ Prints each figure next to its floor and the ratio, so results compare across ma
   command's PTY directly;
 - p50/p99 of a trivial call while 16 sessions in 4 workdirs stream output;
 - RSS of the gateway, of an idle worker, and of a worker after one session printed 100 MB;
-- ``apply_patch`` of 200 chunks over a 20,000-line file, end to end.
+- ``apply_patch`` of 200 chunks over a 20,000-line file, end to end;
+- the throughput above with history on against a gateway started with ``--no-history``.
 
 Benchmarks are not tests: nothing here asserts; targets are printed beside the figures.
 """
@@ -258,6 +259,25 @@ async def main(quick: bool) -> None:
                 "< 100 ms",
             )
         )
+
+    # The same throughput with history off: recording every byte must not slow the PTY.
+    params = StdioServerParameters(command=GATEWAY, args=["stdio", "--no-history"], env=env, cwd=str(root))
+    async with Client(params, read_timeout_seconds=300) as client:
+        bench = Bench(client, root)
+        await bench.trivial(5, dirs[3])
+        off_runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            await bench.run_to_end("seq 1 1000000", dirs[3])
+            off_runs.append(time.perf_counter() - started)
+    z_off = min(off_runs)
+    rows.append((
+        "seq throughput, history on vs off",
+        f"{mbps / z_tp:.1f} MB/s",
+        f"{mbps / z_off:.1f} MB/s",
+        f"{z_off / z_tp:.2f}x",
+        "≥ 0.8x",
+    ))  # fmt: skip
 
     shutil.rmtree(root, ignore_errors=True)
     print(
