@@ -69,9 +69,9 @@ class EventCapture:
                     except zmq.Again:
                         break
                     size += len(batch[-1][-1])
-                events = [e for e in (self._decode(frames) for frames in batch) if e is not None]
-                if events:
-                    await asyncio.to_thread(self._write, events)
+                # Verifying and decoding happen on the thread too: HMAC over large frames
+                # releases the GIL, so this work can use the other core.
+                await asyncio.to_thread(self._write, batch)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -88,10 +88,11 @@ class EventCapture:
             log.warning("unverifiable event dropped: %s", exc)
             return None
 
-    def _write(self, events: list[Envelope]) -> None:
-        """Store a batch in arrival order; runs on a thread (the store is thread-safe)."""
+    def _write(self, batch: list[list[bytes]]) -> None:
+        """Verify, decode and store a batch in arrival order; runs on a thread (the store is
+        thread-safe)."""
         output: list[tuple[str, str]] = []
-        for event in events:
+        for event in (e for e in map(self._decode, batch) if e is not None):
             body: dict[str, Any] = event.body
             handle = str(body.get("session", ""))
             if event.type == messages.EVENT_OUTPUT:

@@ -75,7 +75,8 @@ async def run(args: argparse.Namespace) -> int:
     pub.setsockopt(zmq.SNDHWM, EVENT_HWM)
     pub.setsockopt(zmq.XPUB_WELCOME_MSG, messages.WELCOME)
     pub.bind(event_endpoint)
-    loop.add_reader(int(pub.getsockopt(zmq.FD)), _drain_subscriptions, pub)
+    pub_fd = int(pub.getsockopt(zmq.FD))
+    loop.add_reader(pub_fd, _drain_subscriptions, pub)
 
     become_subreaper()
     reaper = Reaper(loop)
@@ -127,6 +128,7 @@ async def run(args: argparse.Namespace) -> int:
     for task in (serving, asked, stopped):
         task.cancel()
     reaper.close()
+    loop.remove_reader(pub_fd)
     router.close(linger=0)
     pub.close(linger=0)
     for endpoint in (request_endpoint, event_endpoint):

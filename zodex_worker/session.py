@@ -24,6 +24,8 @@ from zodex_worker.reaper import Reaper
 
 READ_CHUNK = 64 * 1024
 READS_PER_WAKEUP = 8  # drain a busy PTY in a few reads per wake-up instead of one
+EVENT_BYTES = 64 * 1024  # raw output per event, at most (about)
+EVENT_DELAY_S = 0.02  # how long the first text of an event may wait for company
 
 
 @dataclass
@@ -77,6 +79,9 @@ class Session:
         self._changed = asyncio.Event()
         self._last_output = 0.0
         self._output_seq = 0
+        self._event_text: list[str] = []
+        self._event_size = 0
+        self._event_timer: asyncio.TimerHandle | None = None
         self._drain_timer: asyncio.TimerHandle | None = None
         self._term_task: asyncio.Task[None] | None = None
         self._members: list[proctree.ProcInfo] = []
@@ -128,8 +133,31 @@ class Session:
             self._last_output = time.monotonic()
             self._changed.set()
             if raw:
-                self._output_seq += 1  # lets a subscriber see that it missed events
-                self._publish("output", {"session": self.handle, "seq": self._output_seq, "text": raw})
+                self._queue_output_event(raw)
+
+    def _queue_output_event(self, raw: str) -> None:
+        """Coalesce raw output into few events: a command printing a line per millisecond
+        must not cost every subscriber a message per line. An event leaves once 64 KiB are
+        waiting or 20 ms after its first text (a deadline, not a poll), and always before
+        the process_ended event."""
+        self._event_text.append(raw)
+        self._event_size += len(raw)
+        if self._event_size >= EVENT_BYTES:
+            self._flush_output_event()
+        elif self._event_timer is None:
+            self._event_timer = self._loop.call_later(EVENT_DELAY_S, self._flush_output_event)
+
+    def _flush_output_event(self) -> None:
+        if self._event_timer is not None:
+            self._event_timer.cancel()
+            self._event_timer = None
+        if not self._event_text:
+            return
+        text = "".join(self._event_text)
+        self._event_text.clear()
+        self._event_size = 0
+        self._output_seq += 1  # lets a subscriber see that it missed events
+        self._publish("output", {"session": self.handle, "seq": self._output_seq, "text": text})
 
     def _at_eof(self) -> None:
         self._eof = True
@@ -166,7 +194,10 @@ class Session:
             code, sig = -1, signal.Signals(os.WTERMSIG(status)).name
         else:
             code, sig = os.WEXITSTATUS(status), None
-        self.output.finish()
+        tail = self.output.finish()
+        if tail:
+            self._event_text.append(tail)
+        self._flush_output_event()
         self.output.close()
         leftovers = self._find_members() if self._may_have_members() else []
         self._members = leftovers
@@ -319,6 +350,8 @@ class Session:
         self._timeout.cancel()
         if self._drain_timer is not None:
             self._drain_timer.cancel()
+        if self._event_timer is not None:
+            self._event_timer.cancel()
         if not self.terminal.closed:
             self._loop.remove_reader(self.terminal.fd)
         self.terminal.close()
