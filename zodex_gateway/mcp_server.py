@@ -94,6 +94,7 @@ class ToolHandlers:
         self.dispatcher = dispatcher
         self.mode = mode
         self.local = local or LocalFeatures()
+        self._agents: dict[str, AgentRecord] = {}
         self._tools = tools.tool_list(read_only_hint=read_only_hint, with_alias=mode == "local")
 
     async def list_tools(
@@ -173,7 +174,14 @@ class ToolHandlers:
         if self.local.history is None or ctx is None:
             return None
         key = identity_key(ctx.meta, ctx.request, self.local.stdio_connection)
-        return self.local.history.agent_for(key) if key is not None else None
+        if key is None:
+            return None
+        # An identity's agent id never changes: look it up (a write) once per gateway;
+        # each recorded call refreshes the agent's last_seen itself.
+        agent = self._agents.get(key)
+        if agent is None:
+            agent = self._agents[key] = self.local.history.agent_for(key)
+        return agent
 
     def _set_alias(self, agent: AgentRecord | None, args: dict[str, Any]) -> types.CallToolResult:
         history = self.local.history

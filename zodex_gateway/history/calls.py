@@ -26,6 +26,9 @@ def insert(
     real_workdir: str | None,
     session_handle: str | None,
 ) -> str:
+    if agent_id is not None:
+        # A call is the agent being seen: callers need not write agent_for() every time.
+        conn.execute("UPDATE agents SET last_seen = MAX(last_seen, ?) WHERE agent_id = ?", (now, agent_id))
     args_json = dump_json(args)
     size = INVOCATION_OVERHEAD + sum(
         utf8_size(v) for v in (args_json, tool_name, agent_id, declared_workdir, real_workdir, session_handle)

@@ -77,7 +77,7 @@ def start(paths: LocalPaths, start_directory: str, ttl_seconds: float | None) ->
         )
     os.close(ready_w)
     try:
-        line = _read_ready(ready_r, daemon)
+        line = _read_ready(ready_r)
     finally:
         os.close(ready_r)
     discovery = Discovery.read(paths.discovery)
@@ -94,7 +94,7 @@ def start(paths: LocalPaths, start_directory: str, ttl_seconds: float | None) ->
     return StartResult(discovery, already_running=False)
 
 
-def _read_ready(fd: int, daemon: subprocess.Popen[bytes]) -> str:
+def _read_ready(fd: int) -> str:
     """The daemon's first line on the ready pipe, or "" if it exits or times out first."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     data = b""
@@ -109,7 +109,6 @@ def _read_ready(fd: int, daemon: subprocess.Popen[bytes]) -> str:
         if not chunk:
             break  # the daemon closed the pipe without saying READY: it failed
         data += chunk
-    del daemon
     return data.decode(errors="replace").split("\n", 1)[0]
 
 
