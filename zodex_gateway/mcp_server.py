@@ -146,17 +146,15 @@ class ToolHandlers:
 
     async def _dispatch(self, name: str, args: dict[str, Any]) -> Outcome:
         try:
-            if name in (tools.EXEC_COMMAND, tools.WRITE_STDIN):
-                call = (
-                    self.dispatcher.exec_command
-                    if name == tools.EXEC_COMMAND
-                    else self.dispatcher.write_stdin
-                )
-                result = await call(args)
+            if name == tools.EXEC_COMMAND:
+                result = await self.dispatcher.exec_command(args)
+                # The session this call created: running (its handle is in the result) or
+                # already ended (the worker names it in a wire-only field, stripped here).
                 created = result.pop(SESSION_KEY, None) or result.get("session_handle")
-                if name != tools.EXEC_COMMAND:
-                    created = None
                 return Outcome(session_result(result), result, created)
+            if name == tools.WRITE_STDIN:
+                result = await self.dispatcher.write_stdin(args)
+                return Outcome(session_result(result), result)
             if name == tools.APPLY_PATCH:
                 body = await self.dispatcher.apply_patch(args)
                 files = tuple(FileChange(**{**f, "diff": tuple(f["diff"])}) for f in body.get("files", []))
