@@ -38,12 +38,6 @@ SPILL_SWEEP_SECONDS = 3600.0
 EVENT_HWM = 10_000  # events queued per subscriber before ZeroMQ drops (the subscriber sees a gap)
 
 
-def _drain_subscriptions(socket: zmq.Socket[bytes]) -> None:
-    """XPUB delivers (un)subscribe messages; read them so they never pile up."""
-    while int(socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
-        socket.recv(zmq.NOBLOCK)
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="zodex-worker", description=__doc__)
     parser.add_argument("--runtime-dir", required=True, type=Path)
@@ -76,7 +70,6 @@ async def run(args: argparse.Namespace) -> int:
     pub.setsockopt(zmq.XPUB_WELCOME_MSG, messages.WELCOME)
     pub.bind(event_endpoint)
     pub_fd = int(pub.getsockopt(zmq.FD))
-    loop.add_reader(pub_fd, _drain_subscriptions, pub)
 
     become_subreaper()
     reaper = Reaper(loop)
@@ -88,7 +81,9 @@ async def run(args: argparse.Namespace) -> int:
         shell=json.loads(args.shell),
         limits=limits,
     )
-    service = WorkerService(config, reaper, EventPublisher(pub, codec))
+    publisher = EventPublisher(pub, codec)
+    loop.add_reader(pub_fd, publisher.read_subscriptions)
+    service = WorkerService(config, reaper, publisher)
     server = WorkerServer(service, router, codec)
 
     stop = asyncio.Event()

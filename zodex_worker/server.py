@@ -26,18 +26,36 @@ Handler = Callable[[dict[str, Any]], Awaitable[tuple[str, Any]]]
 
 
 class EventPublisher:
-    """Signs and publishes events; never blocks (a slow subscriber loses, the PTY never waits)."""
+    """Signs and publishes events on an XPUB; never blocks (a slow subscriber loses, the PTY
+    never waits), and costs nothing while nobody subscribes."""
 
     def __init__(self, socket: zmq.Socket[bytes], codec: WireCodec) -> None:
         self._socket = socket
         self._codec = codec
+        self._topics: set[bytes] = set()
+
+    def read_subscriptions(self) -> None:
+        """Take in (un)subscribe messages. A non-verbose XPUB passes on only the first
+        subscription to a topic and its last unsubscription (also sent for a subscriber
+        that disconnects), so the set of topics is exact."""
+        while int(self._socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+            message = self._socket.recv(zmq.NOBLOCK)
+            if message[:1] == b"\x01":
+                self._topics.add(message[1:])
+            elif message[:1] == b"\x00":
+                self._topics.discard(message[1:])
 
     def __call__(self, event_type: str, body: dict[str, Any]) -> None:
+        if not self._topics:
+            return
         frames = self._codec.serialize(Envelope(type=event_type, body=body))
         try:
             self._socket.send_multipart([event_type.encode(), *frames], flags=zmq.NOBLOCK)
         except zmq.Again:
             pass
+        # Sending can take in a pending (un)subscription without the edge-triggered fd
+        # firing again: look for one now.
+        self.read_subscriptions()
 
 
 class WorkerServer:
