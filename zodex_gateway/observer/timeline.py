@@ -1,0 +1,199 @@
+"""Presentation records: the timeline a person reads, folded from raw invocations.
+
+An ``exec_command`` becomes a ``command`` record; the empty ``write_stdin`` polls of its
+session (by the same agent) fold into it, counted in ``poll_count``, and every later
+``write_stdin`` result for the session updates its status. Typing and killing stay
+records of their own (``stdin``, ``kill``) because they are actions, not polling. A
+successful ``apply_patch`` becomes ``file_changes``; anything else, failed calls
+included, is ``generic``. A record's ``presentation_id`` is the id of the invocation
+that started it, so it is stable while later calls update the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from zodex_gateway.history import ERROR, OK, PENDING, HistoryStore, Invocation
+from zodex_gateway.history.render import summary
+from zodex_gateway.observer.views import file_entry, is_running, iso_utc
+from zodex_worker.output import TerminalCleaner
+
+OUTPUT_TAIL_CHARS: Final = 4000
+# Raw characters cleaned to find the tail: escapes and overwritten lines shrink the text.
+_RAW_TAIL_CHARS: Final = 64 * 1024
+
+
+@dataclass
+class Presentation:
+    first: Invocation
+    kind: str
+    target: str | None = None  # the session handle a command created or a stdin/kill targeted
+    workdirs: set[str] = field(default_factory=set)
+    invocation_ids: list[str] = field(default_factory=list)
+    latest: Invocation | None = None  # the newest call that reported on a command's session
+    poll_count: int = 0
+    updated_at: float = 0.0
+
+    @property
+    def presentation_id(self) -> str:
+        return self.first.id
+
+    @property
+    def key(self) -> tuple[float, str]:
+        return (self.first.started_at, self.first.id)
+
+    def absorb(self, inv: Invocation) -> None:
+        self.invocation_ids.append(inv.id)
+        self.workdirs.update(w for w in (inv.declared_workdir, inv.real_workdir) if w)
+        self.updated_at = max(self.updated_at, _finished_at(inv))
+
+
+def _finished_at(inv: Invocation) -> float:
+    return inv.started_at + (inv.duration_ms or 0) / 1000
+
+
+def _new(inv: Invocation, kind: str, target: str | None = None) -> Presentation:
+    record = Presentation(first=inv, kind=kind, target=target, latest=inv)
+    record.absorb(inv)
+    return record
+
+
+def build(invocations: Sequence[Invocation]) -> list[Presentation]:
+    """``invocations`` oldest first (all agents, so cross-agent calls resolve); the
+    records come back newest first."""
+    commands: dict[str, Presentation] = {}
+    records: list[Presentation] = []
+    for inv in invocations:
+        if inv.tool_name == "exec_command" and inv.status != ERROR:
+            record = _new(inv, "command", inv.session_handle)
+            if inv.session_handle:
+                commands[inv.session_handle] = record
+        elif inv.tool_name == "write_stdin" and inv.status != ERROR:
+            handle = inv.session_handle or _text(inv.args.get("session_handle"))
+            command = commands.get(handle) if handle else None
+            if command is not None and command.first.agent_id != inv.agent_id:
+                command = None  # another agent's session: its call stays a record of its own
+            if command is not None:
+                command.latest = inv
+                command.absorb(inv)
+            if inv.args.get("kill_process"):
+                record = _new(inv, "kill", handle)
+            elif inv.args.get("chars"):
+                record = _new(inv, "stdin", handle)
+            elif command is not None:
+                command.poll_count += 1
+                continue
+            else:
+                record = _new(inv, "generic", handle)
+            if command is not None:
+                record.workdirs.update(command.workdirs)
+        elif inv.tool_name == "apply_patch" and inv.status == OK and inv.files:
+            record = _new(inv, "file_changes")
+        else:
+            record = _new(inv, "generic")
+        records.append(record)
+    records.sort(key=lambda record: record.key, reverse=True)
+    return records
+
+
+def select(
+    records: Sequence[Presentation], *, agent_id: str | None, workdir: str | None, before_ms: int | None
+) -> list[Presentation]:
+    return [
+        record
+        for record in records
+        if (agent_id is None or record.first.agent_id == agent_id)
+        and (workdir is None or workdir in record.workdirs)
+        and (before_ms is None or record.first.started_at * 1000 < before_ms)
+    ]
+
+
+def to_json(store: HistoryStore, record: Presentation, *, diffs: bool) -> dict[str, Any]:
+    inv = record.first
+    entry: dict[str, Any] = {
+        "presentation_id": record.presentation_id,
+        "agent_id": inv.agent_id,
+        "kind": record.kind,
+        "started_at": iso_utc(inv.started_at),
+        "started_at_ms": round(inv.started_at * 1000),
+        "workdir": inv.real_workdir or inv.declared_workdir,
+        "invocation_ids": list(record.invocation_ids),
+    }
+    updated_at = record.updated_at
+    if record.kind == "command":
+        fields, ended_at = _command_fields(store, record)
+        entry.update(fields)
+        updated_at = max(updated_at, ended_at or 0.0)
+    else:
+        entry.update(status=inv.status, summary=summary(inv))
+        if record.kind == "file_changes":
+            entry["files"] = [file_entry(change, diffs=diffs) for change in inv.files]
+        elif record.kind in ("stdin", "kill"):
+            entry["session_handle"] = record.target
+            if record.kind == "stdin":
+                entry["chars"] = _text(inv.args.get("chars"))
+        else:
+            entry.update(tool_name=inv.tool_name, error=inv.error)
+    entry["updated_at"] = iso_utc(updated_at)
+    entry["updated_at_ms"] = round(updated_at * 1000)
+    return entry
+
+
+def _command_fields(store: HistoryStore, record: Presentation) -> tuple[dict[str, Any], float | None]:
+    inv = record.first
+    latest = record.latest or inv
+    result = latest.result if isinstance(latest.result, dict) else {}
+    process = store.process(record.target) if record.target else None
+    ended = process is not None and process["ended_at"] is not None
+    if inv.status == PENDING or is_running(process):
+        status = "running"
+    elif ended:
+        status = "exited"
+    else:
+        status = str(result.get("status") or "exited")
+    exit_code = process["exit_code"] if ended and process else result.get("exit_code")
+    reason = result.get("termination_reason")
+    if ended and process and process["reason"]:
+        reason = process["reason"]
+    duration_ms = result.get("wall_time_ms", latest.duration_ms)
+    if ended and process and process["started_at"] is not None:
+        duration_ms = round((process["ended_at"] - process["started_at"]) * 1000)
+    cwd = result.get("cwd") or (process and process["cwd"]) or inv.real_workdir or inv.declared_workdir
+    tail, truncated = _output_tail(store, record.target, result)
+    fields = {
+        "command": _text(inv.args.get("cmd")),
+        "status": status,
+        "cwd": cwd,
+        "exit_code": exit_code if status == "exited" else None,
+        "termination_reason": reason if status == "exited" else None,
+        "duration_ms": duration_ms,
+        "output_tail": tail,
+        "output_truncated": truncated,
+        "poll_count": record.poll_count,
+        "session_handle": record.target,
+    }
+    return fields, process["ended_at"] if ended and process else None
+
+
+def _output_tail(store: HistoryStore, handle: str | None, result: dict[str, Any]) -> tuple[str, bool]:
+    if handle:
+        raw, _complete = store.output(handle)
+    else:
+        raw = _text(result.get("output"))
+    cut = len(raw) > _RAW_TAIL_CHARS
+    if cut:
+        raw = raw[-_RAW_TAIL_CHARS:]
+        # Start at a line boundary, so no escape sequence is entered halfway.
+        newline = raw.find("\n")
+        raw = raw[newline + 1 :] if newline >= 0 else raw
+    cleaner = TerminalCleaner()
+    text = cleaner.feed(raw) + cleaner.finish()
+    if len(text) > OUTPUT_TAIL_CHARS:
+        return text[-OUTPUT_TAIL_CHARS:], True
+    return text, cut
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
