@@ -7,7 +7,6 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v python3 >/dev/null || need_apt+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
-command -v setsid >/dev/null || need_apt+=(util-linux)   # `setsid --ctty` starts commands fast
 command -v git >/dev/null || need_apt+=(git)
 if ((${#need_apt[@]})) && command -v apt-get >/dev/null; then
     SUDO=""
