@@ -16,7 +16,7 @@ from typing import Any
 
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 TOKEN_HEADER = b"x-zodex-local-token"
@@ -92,7 +92,3 @@ class GuardedMcpApp:
             await _reply(send, 401, "missing or invalid token", [(b"www-authenticate", b"Bearer")])
             return
         await self._app({**scope, "path": "/mcp", "raw_path": b"/mcp"}, receive, send)
-
-
-def as_asgi(app: GuardedMcpApp) -> ASGIApp:
-    return app

@@ -50,14 +50,7 @@ def lost_message(handle: str, workdir: str) -> str:
 
 
 def record_alive(record: WorkerRecord) -> bool:
-    info = proctree.read_proc(record.pid) if proctree.HAVE_PROC else None
-    if proctree.HAVE_PROC:
-        return info is not None and not info.zombie and info.start == record.pid_start
-    try:
-        os.kill(record.pid, 0)
-        return True
-    except OSError:
-        return False
+    return proctree.is_alive(record.pid, record.pid_start)
 
 
 class Supervisor:
@@ -219,7 +212,7 @@ class Supervisor:
         # Its sessions are lost; commands that survived the PTY hang-up must not run on
         # unowned. Their environment names the incarnation that started them.
         prefix = str(SessionHandle(record.worker_id, record.incarnation, "")).rstrip("-")
-        for orphan in proctree.marked_processes(prefix + "-"):
+        for orphan in proctree.processes_with_env(f"{proctree.SESSION_MARKER}={prefix}-"):
             proctree.signal_process(orphan, signal.SIGKILL)
 
     # ---- handle → worker ---------------------------------------------------------------

@@ -74,7 +74,7 @@ class WorkerRecord:
     worker_id: str
     incarnation: int
     pid: int
-    pid_start: float | None  # process start time, so a reused pid is never mistaken for it
+    pid_start: int | None  # process start time (clock ticks), so a reused pid is never mistaken for it
     workdir: str
     request_endpoint: str
     event_endpoint: str

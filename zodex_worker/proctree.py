@@ -66,12 +66,30 @@ def snapshot() -> dict[int, ProcInfo]:
     return table
 
 
-def _has_marker(pid: int, marker: bytes) -> bool:
+def _environ(pid: int) -> list[bytes]:
+    """A process's initial environment entries (empty if it is gone or not ours to read)."""
     try:
         with open(f"{PROC}/{pid}/environ", "rb") as f:
-            return marker in f.read().split(b"\0")
+            return f.read().split(b"\0")
     except OSError:
-        return False
+        return []
+
+
+def _has_marker(pid: int, marker: bytes) -> bool:
+    return marker in _environ(pid)
+
+
+def is_alive(pid: int, start: int | None) -> bool:
+    """Whether ``pid`` still names the process that started at ``start`` (zombies are gone).
+    Without /proc, only whether some process has that pid."""
+    if not HAVE_PROC:
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+    info = read_proc(pid)
+    return info is not None and not info.zombie and info.start == start
 
 
 def descendants(table: dict[int, ProcInfo], roots: set[int]) -> set[int]:
@@ -137,21 +155,18 @@ def may_have_members(leader_pid: int, other_leaders: set[int]) -> bool:
     return children is None or bool(children - other_leaders)
 
 
-def marked_processes(handle_prefix: str) -> list[ProcInfo]:
-    """Every live process whose session marker starts with ``handle_prefix`` — the commands
-    of one worker incarnation, found after that worker died and they were orphaned."""
-    marker = f"{SESSION_MARKER}={handle_prefix}".encode()
-    found = []
-    for info in snapshot().values():
-        if info.zombie or info.pid == os.getpid():
-            continue
-        try:
-            with open(f"{PROC}/{info.pid}/environ", "rb") as f:
-                if any(item.startswith(marker) for item in f.read().split(b"\0")):
-                    found.append(info)
-        except OSError:
-            continue
-    return found
+def processes_with_env(entry_prefix: str) -> list[ProcInfo]:
+    """Every live process (but this one) with an environment entry starting with
+    ``entry_prefix`` — e.g. the commands of a dead worker incarnation or runtime, which
+    inherited its marker."""
+    prefix = entry_prefix.encode()
+    return [
+        info
+        for info in snapshot().values()
+        if not info.zombie
+        and info.pid != os.getpid()
+        and any(item.startswith(prefix) for item in _environ(info.pid))
+    ]
 
 
 def signal_process(info: ProcInfo, sig: int) -> bool:

@@ -39,8 +39,7 @@ class StartResult:
 
 
 def runtime_alive(discovery: Discovery) -> bool:
-    info = proctree.read_proc(discovery.pid)
-    return info is not None and not info.zombie and info.start == discovery.pid_start
+    return proctree.is_alive(discovery.pid, discovery.pid_start)
 
 
 def active(paths: LocalPaths) -> Discovery | None:
@@ -198,27 +197,13 @@ def clean_up_after_crash(paths: LocalPaths) -> None:
             info = proctree.read_proc(record.pid) if record else None
             if record is not None and info is not None and info.start == record.pid_start:
                 proctree.signal_process(info, signal.SIGKILL)
-        for leftover in _marked(discovery.runtime_id):
+        # Runtime ids have one length, so this prefix names exactly this runtime.
+        for leftover in proctree.processes_with_env(f"{RUNTIME_ENV}={discovery.runtime_id}"):
             proctree.signal_process(leftover, signal.SIGKILL)
         with contextlib.suppress(OSError):
             shutil.rmtree(layout.root)
     paths.discovery.unlink(missing_ok=True)
     paths.owned.unlink(missing_ok=True)
-
-
-def _marked(runtime_id: str) -> list[proctree.ProcInfo]:
-    marker = f"{RUNTIME_ENV}={runtime_id}".encode()
-    found = []
-    for info in proctree.snapshot().values():
-        if info.zombie or info.pid == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{info.pid}/environ", "rb") as f:
-                if marker in f.read().split(b"\0"):
-                    found.append(info)
-        except OSError:
-            continue
-    return found
 
 
 def status(paths: LocalPaths) -> dict[str, Any]:
