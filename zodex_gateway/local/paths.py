@@ -33,6 +33,11 @@ class LocalPaths:
         return self.runtime / "mcp-token"
 
     @property
+    def observer_bearer(self) -> Path:
+        """The observer API's bearer secret; kept across restarts, replaced on rotation."""
+        return self.runtime / "observer-bearer"
+
+    @property
     def owned(self) -> Path:
         """Processes a runtime started besides its workers (the tunnel), for clean-up after a crash."""
         return self.runtime / "owned.json"
