@@ -11,8 +11,10 @@ import click
 
 from zodex_gateway.history import HistoryStore, clear_history, render
 from zodex_gateway.local import lifecycle
+from zodex_gateway.local.bearer import ensure_bearer, rotate_bearer
 from zodex_gateway.local.client_config import CLIENTS, snippet
 from zodex_gateway.local.config import LocalConfig, config_path, format_value
+from zodex_gateway.local.observer_access import observer_access
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.units import ConfigError, parse_duration_ms
 
@@ -42,8 +44,14 @@ def local() -> None:
 @local.command()
 @click.option("--tunnel-command", help="A tunnel client command line to run with the runtime.")
 @click.option("--tunnel-id", help="An identifier passed to the tunnel as ZODEX_TUNNEL_ID.")
-def setup(tunnel_command: str | None, tunnel_id: str | None) -> None:
-    """Create Zodex Local's directories and, optionally, record a tunnel.
+@click.option(
+    "--rotate-observability-bearer",
+    is_flag=True,
+    help="Replace the observer API's bearer secret; a running runtime accepts only the new one at once.",
+)
+def setup(tunnel_command: str | None, tunnel_id: str | None, rotate_observability_bearer: bool) -> None:
+    """Create Zodex Local's directories and the observer API's bearer, and optionally
+    record a tunnel.
 
     The tunnel command runs as `$SHELL -c <command>` whenever Local starts, with
     ZODEX_MCP_URL, ZODEX_MCP_TOKEN and ZODEX_MCP_TOKEN_FILE in its environment, and is
@@ -52,6 +60,11 @@ def setup(tunnel_command: str | None, tunnel_id: str | None) -> None:
     paths = LocalPaths.from_env()
     paths.create()
     click.echo(f"state directory: {paths.state}")
+    if rotate_observability_bearer:
+        rotate_bearer(paths.observer_bearer)
+        click.echo(f"observer bearer replaced: {paths.observer_bearer}")
+    else:
+        ensure_bearer(paths.observer_bearer)
     if tunnel_command is not None or tunnel_id is not None:
         _update_config({"tunnel.command": tunnel_command, "tunnel.id": tunnel_id})
         click.echo(f"tunnel recorded in {config_path()}")
@@ -237,6 +250,40 @@ def history_clear(yes: bool) -> None:
         return
     removed = clear_history(paths.history)
     click.echo(f"History cleared ({removed} files removed).")
+
+
+@local.command()
+@click.option("--no-open", is_flag=True, help="Print Liveboard's URL without opening a browser.")
+@click.option("--tui", is_flag=True, help="Watch in this terminal instead of a browser.")
+@click.option("--agent", "agent_id", help="With --tui: follow only this agent (its four-character id).")
+@click.option("--all", "show_all", is_flag=True, help="With --tui: show every agent.")
+def watch(no_open: bool, tui: bool, agent_id: str | None, show_all: bool) -> None:
+    """Watch what agents do, live: Liveboard in your browser, or --tui in this terminal.
+
+    Liveboard is served on a random loopback port under a secret URL made for this run;
+    Ctrl-C stops the viewer only (the runtime keeps running).
+    """
+    if (agent_id is not None or show_all) and not tui:
+        _fail("--agent and --all apply only with --tui", Exit.REFUSED)
+    if agent_id is not None and show_all:
+        _fail("--agent and --all exclude each other", Exit.REFUSED)
+    paths = LocalPaths.from_env()
+    try:
+        access = observer_access(paths)
+    except lifecycle.LocalError as exc:
+        _fail(str(exc))
+        return
+    if tui:
+        from zodex_gateway.tui import run_tui
+
+        sys.exit(run_tui(access, agent_id=agent_id, show_all=show_all))
+    from zodex_gateway.watch import run_watch
+
+    run_watch(
+        lambda: observer_access(paths),
+        open_browser=not no_open,
+        announce=lambda url: click.echo(f"Liveboard: {url}"),
+    )
 
 
 @local.command("mcp-config")

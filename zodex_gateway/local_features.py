@@ -14,6 +14,8 @@ from zodex_gateway.history import HistoryStore
 from zodex_gateway.local.config import LocalConfig, config_path
 from zodex_gateway.local.units import ConfigError
 from zodex_gateway.mcp_server import LocalFeatures
+from zodex_gateway.observer.feed import ObserverFeed
+from zodex_gateway.observer.hub import EventHub
 from zodex_gateway.recorder import EventCapture
 from zodex_gateway.supervisor import Supervisor
 
@@ -30,13 +32,22 @@ class FeatureOptions:
 
 class OpenFeatures:
     def __init__(
-        self, features: LocalFeatures, capture: EventCapture | None, retention: asyncio.Task[None] | None
+        self,
+        features: LocalFeatures,
+        capture: EventCapture | None,
+        retention: asyncio.Task[None] | None,
+        hub: EventHub | None = None,
+        feed: ObserverFeed | None = None,
     ):
         self.features = features
+        self.hub = hub  # with history: the events viewers subscribe to
+        self.feed = feed
         self._capture = capture
         self._retention = retention
 
     async def close(self) -> None:
+        if self.hub is not None:
+            self.hub.close()
         if self._retention is not None:
             self._retention.cancel()
         if self._capture is not None:
@@ -63,7 +74,10 @@ async def open_features(supervisor: Supervisor, options: FeatureOptions) -> Open
             LocalFeatures(context=context, stdio_connection=options.stdio_connection), None, None
         )
     store = HistoryStore(supervisor.runtime.state_dir / "history")
-    capture = EventCapture(store, supervisor.context, supervisor.codec)
+    hub = EventHub()
+    hub.bind(asyncio.get_running_loop())
+    feed = ObserverFeed(store, hub)
+    capture = EventCapture(store, supervisor.context, supervisor.codec, sink=feed.worker_events)
     supervisor.on_new_worker = capture.attach
     max_age_ms = config.get("history.max-age")
     max_bytes = config.get("history.max-size")
@@ -79,5 +93,7 @@ async def open_features(supervisor: Supervisor, options: FeatureOptions) -> Open
             await asyncio.sleep(RETENTION_EVERY_S)
 
     retention = asyncio.create_task(keep_retention())
-    features = LocalFeatures(history=store, context=context, stdio_connection=options.stdio_connection)
-    return OpenFeatures(features, capture, retention)
+    features = LocalFeatures(
+        history=store, context=context, stdio_connection=options.stdio_connection, watchers=[feed]
+    )
+    return OpenFeatures(features, capture, retention, hub, feed)

@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -23,6 +22,7 @@ from zodex_gateway.context import ContextProvider, attach
 from zodex_gateway.dispatcher import Dispatcher
 from zodex_gateway.history import AgentRecord, FileChange, HistoryStore, HistoryUnavailable
 from zodex_gateway.identity import identity_key
+from zodex_protocol import messages
 from zodex_protocol.errors import ProtocolError
 from zodex_worker.service import SESSION_KEY
 
@@ -62,6 +62,18 @@ def patch_result(body: dict[str, Any]) -> types.CallToolResult:
     return types.CallToolResult(content=_text(str(body["text"])), is_error=not body["ok"])
 
 
+class CallWatcher(Protocol):
+    """Hears about recorded calls and agents (the observer's event feed)."""
+
+    def agent_seen(self, agent: AgentRecord) -> None: ...
+
+    def agent_updated(self, agent: AgentRecord) -> None: ...
+
+    def call_started(self, invocation_id: str) -> None: ...
+
+    def call_completed(self, invocation_id: str) -> None: ...
+
+
 @dataclass
 class LocalFeatures:
     """What Local mode adds around the tools: agents and history, model context, viewers."""
@@ -69,7 +81,7 @@ class LocalFeatures:
     history: HistoryStore | None = None
     context: ContextProvider | None = None
     stdio_connection: str | None = None  # the identity of a stdio gateway's one connection
-    agent_listeners: list[Callable[[AgentRecord], None]] = field(default_factory=list)
+    watchers: list[CallWatcher] = field(default_factory=list)
 
 
 @dataclass
@@ -128,7 +140,9 @@ class ToolHandlers:
                 )
             except HistoryUnavailable as exc:
                 return error_result(str(exc))  # nothing runs unrecorded
-        outcome = await self._dispatch(params.name, args)
+            for watcher in self.local.watchers:
+                watcher.call_started(invocation)
+        outcome = await self._dispatch(params.name, args, invocation)
         ok = not outcome.result.is_error
         if history is not None and invocation is not None:
             try:
@@ -142,12 +156,19 @@ class ToolHandlers:
                 )
             except HistoryUnavailable as exc:
                 log.error("history could not complete %s: %s", invocation, exc)
+            for watcher in self.local.watchers:
+                watcher.call_completed(invocation)
         return self._with_context(outcome.result, agent, real, ok)
 
-    async def _dispatch(self, name: str, args: dict[str, Any]) -> Outcome:
+    async def _dispatch(self, name: str, args: dict[str, Any], invocation: str | None) -> Outcome:
         try:
             if name == tools.EXEC_COMMAND:
-                result = await self.dispatcher.exec_command(args)
+                # The worker echoes the tag in process_started: live output is tied to this
+                # call before the call returns. A model's own "_tag" is never passed on.
+                wire = {k: v for k, v in args.items() if k != messages.EXEC_TAG}
+                if invocation is not None:
+                    wire[messages.EXEC_TAG] = invocation
+                result = await self.dispatcher.exec_command(wire)
                 # The session this call created: running (its handle is in the result) or
                 # already ended (the worker names it in a wire-only field, stripped here).
                 created = result.pop(SESSION_KEY, None) or result.get("session_handle")
@@ -179,6 +200,8 @@ class ToolHandlers:
         agent = self._agents.get(key)
         if agent is None:
             agent = self._agents[key] = self.local.history.agent_for(key)
+            for watcher in self.local.watchers:
+                watcher.agent_seen(agent)
         return agent
 
     def _set_alias(self, agent: AgentRecord | None, args: dict[str, Any]) -> types.CallToolResult:
@@ -193,8 +216,8 @@ class ToolHandlers:
         except ProtocolError as exc:
             return error_result(exc.message)
         updated = history.set_alias(agent.agent_id, alias)
-        for listener in self.local.agent_listeners:
-            listener(updated)
+        for watcher in self.local.watchers:
+            watcher.agent_updated(updated)
         data = {"agent_id": updated.agent_id, "alias": updated.alias or ""}
         line = (
             f"Agent {updated.agent_id} is now labelled {updated.alias!r}."

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -31,9 +32,21 @@ BATCH_BYTES = 256 * 1024
 GAP_REASON = "output events were dropped: the history writer fell behind this command"
 
 
+EventSink = Callable[[list[Envelope]], None]
+
+
 class EventCapture:
-    def __init__(self, store: HistoryStore, context: zmq.asyncio.Context, codec: WireCodec) -> None:
+    def __init__(
+        self,
+        store: HistoryStore,
+        context: zmq.asyncio.Context,
+        codec: WireCodec,
+        sink: EventSink | None = None,
+    ) -> None:
+        """``sink`` gets each batch of events on the loop once it is stored (the
+        observer's feed), so what it reads back from history already includes them."""
         self._store = store
+        self._sink = sink
         self._context = context
         self._codec = codec
         self._readers: dict[tuple[str, int], asyncio.Task[None]] = {}
@@ -71,7 +84,9 @@ class EventCapture:
                     size += len(batch[-1][-1])
                 # Verifying and decoding happen on the thread too: HMAC over large frames
                 # releases the GIL, so this work can use the other core.
-                await asyncio.to_thread(self._write, batch)
+                events = await asyncio.to_thread(self._write, batch)
+                if self._sink is not None:
+                    self._sink(events)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -88,11 +103,12 @@ class EventCapture:
             log.warning("unverifiable event dropped: %s", exc)
             return None
 
-    def _write(self, batch: list[list[bytes]]) -> None:
+    def _write(self, batch: list[list[bytes]]) -> list[Envelope]:
         """Verify, decode and store a batch in arrival order; runs on a thread (the store is
-        thread-safe)."""
+        thread-safe). Returns the events."""
         output: list[tuple[str, str]] = []
-        for event in (e for e in map(self._decode, batch) if e is not None):
+        events = [e for e in map(self._decode, batch) if e is not None]
+        for event in events:
             body: dict[str, Any] = event.body
             handle = str(body.get("session", ""))
             if event.type == messages.EVENT_OUTPUT:
@@ -109,6 +125,7 @@ class EventCapture:
                     cmd=str(body["cmd"]),
                     cwd=str(body["cwd"]),
                     started_at=float(body["started_at"]),
+                    invocation_id=body.get("tag") if isinstance(body.get("tag"), str) else None,
                 )
             elif event.type == messages.EVENT_PROCESS_ENDED:
                 if int(body.get("output_events", 0)) != self._last_seq.pop(handle, 0):
@@ -122,6 +139,7 @@ class EventCapture:
                 )
         if output:
             self._store.append_output(output)
+        return events
 
     def _check_seq(self, handle: str, seq: int) -> None:
         expected = self._last_seq.get(handle, 0) + 1

@@ -10,6 +10,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from zodex_gateway.dispatcher import ZmqDispatcher
@@ -108,9 +109,35 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def mcp_url(sock: socket.socket) -> str:
+    return f"{base_url(sock)}/mcp"
+
+
+@dataclass(frozen=True)
+class ObserverServing:
+    """Where and how the Local runtime serves its observer API (docs/observer.md)."""
+
+    sock: socket.socket
+    bearer: Callable[[], str]
+    runtime_id: str
+    started_at: float
+
+
+def base_url(sock: socket.socket) -> str:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
-    return f"http://{shown}:{port}/mcp"
+    return f"http://{shown}:{port}"
+
+
+def _web_server(app: Any) -> Any:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=2
+    )
+    web = uvicorn.Server(config)
+    # Our loop handlers own SIGTERM/SIGINT; uvicorn's would re-raise them after exit.
+    web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    return web
 
 
 def http_transport(
@@ -121,10 +148,12 @@ def http_transport(
     *,
     read_only_hint: bool = True,
     history: bool = True,
+    observer: ObserverServing | None = None,
 ) -> Serve:
-    async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
-        import uvicorn
+    """MCP over HTTP on ``sock``; with ``observer`` (and history), the observer API too,
+    on its own socket in the same loop."""
 
+    async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
         host, port = sock.getsockname()[:2]
         opened = await open_features(supervisor, FeatureOptions(history=history))
         stop.cleanups.append(opened.close)
@@ -136,22 +165,34 @@ def http_transport(
         )
         app = GuardedMcpApp(server, token, host)
         app.port = port
-        config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=2
-        )
-        web = uvicorn.Server(config)
-        # Our loop handlers own SIGTERM/SIGINT; uvicorn's would re-raise them after exit.
-        web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+        servers = [(_web_server(app), sock)]
+        history_store = opened.features.history
+        if observer is not None and history_store is not None and opened.hub is not None:
+            from zodex_gateway.observer import create_observer_app
+
+            observer_app = create_observer_app(
+                history_store,
+                runtime_id=observer.runtime_id,
+                bearer_token=observer.bearer,
+                started_at=observer.started_at,
+                hub=opened.hub,
+                on_alias=opened.feed.agent_updated if opened.feed is not None else None,
+            )
+            servers.append((_web_server(observer_app), observer.sock))
 
         def graceful() -> None:
-            web.should_exit = True
+            if opened.hub is not None:
+                opened.hub.close()  # event streams never end by themselves
+            for web, _sock in servers:
+                web.should_exit = True
 
         stop.hook = graceful
         on_listening(mcp_url(sock))
         try:
-            await web.serve(sockets=[sock])
+            await asyncio.gather(*(web.serve(sockets=[s]) for web, s in servers))
         finally:
-            with contextlib.suppress(OSError):
-                sock.close()
+            for _web, s in servers:
+                with contextlib.suppress(OSError):
+                    s.close()
 
     return serve

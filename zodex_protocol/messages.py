@@ -18,7 +18,8 @@ request        body                                          reply
 Events (worker → anyone, on the worker's XPUB socket; topic frame, then the envelope):
 ``output`` ``{"session": handle, "seq": n, "text": raw decoded text}`` (``seq`` counts a
 session's output events from 1, so a subscriber can tell it missed some),
-``process_started`` ``{"session", "pid", "cmd", "cwd", "started_at"}``,
+``process_started`` ``{"session", "pid", "cmd", "cwd", "started_at", "tag"}`` (``tag``: the
+exec request's ``_tag``, or null),
 ``process_ended`` ``{"session", "exit_code", "signal", "reason", "ended_at", "background",
 "output_events"}``. A new subscriber first receives the single frame ``welcome``.
 """
@@ -49,6 +50,14 @@ class ExecRequest(TypedDict):
     workdir: str
     yield_time_ms: NotRequired[int]
     timeout_ms: NotRequired[int]
+    # Wire-only: an opaque label (≤ 64 characters) set by the gateway — the id of the call
+    # in history — echoed in ``process_started``, so viewers can tie a command's live
+    # output to its call before the call returns the handle.
+    _tag: NotRequired[str]
+
+
+EXEC_TAG = "_tag"
+MAX_TAG_CHARS = 64
 
 
 class WriteRequest(TypedDict):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle
 from zodex_protocol.limits import Limits
@@ -80,7 +81,7 @@ class WorkerService:
         yield_ms = self.limits.clamp_yield(body.get("yield_time_ms"), for_exec=True)
         timeout_ms = self.limits.clamp_timeout(body.get("timeout_ms"))
         self.table.make_room()
-        session = self._spawn(cmd, workdir, timeout_ms)
+        session = self._spawn(cmd, workdir, timeout_ms, body.get(messages.EXEC_TAG))
         await session.wait_exit(yield_ms / 1000)
         async with session.lock:
             result = session_result(session, session.output.take_delta())
@@ -165,7 +166,7 @@ class WorkerService:
     def _running_leaders(self) -> set[int]:
         return {s.pid for s in self.table.live.values() if s.running}
 
-    def _spawn(self, cmd: str, workdir: str, timeout_ms: int) -> Session:
+    def _spawn(self, cmd: str, workdir: str, timeout_ms: int, tag: str | None) -> Session:
         handle = str(SessionHandle.new(self.config.worker_id, self.config.incarnation))
         env = {**self.config.env, **COMMAND_ENV, "PWD": workdir, proctree.SESSION_MARKER: handle}
         env.pop("OLDPWD", None)
@@ -202,6 +203,7 @@ class WorkerService:
                 "cmd": cmd,
                 "cwd": workdir,
                 "started_at": session.started_wall,
+                "tag": tag,
             },
         )
         self.on_idle_change()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.limits import Limits
 
@@ -55,6 +56,9 @@ def check_exec_args(args: dict[str, Any], limits: Limits) -> str:
     workdir = check_type(args, "workdir", str, required=True)
     check_type(args, "yield_time_ms", int, required=False)
     check_type(args, "timeout_ms", int, required=False)
+    tag = check_type(args, messages.EXEC_TAG, str, required=False)
+    if tag is not None:
+        check_length(messages.EXEC_TAG, tag, messages.MAX_TAG_CHARS)
     real = check_workdir(workdir)
     if not cmd.strip():
         raise ProtocolError(ErrorCode.INVALID_ARGUMENT, "cmd must not be empty")

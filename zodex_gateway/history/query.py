@@ -25,8 +25,15 @@ def select_invocations(
     agent_id: str | None = None,
     workdir: str | None = None,
     invocation_id: str | None = None,
+    session_handle: str | None = None,
+    before: tuple[float, str] | None = None,
+    since_or_pending: float | None = None,
 ) -> list[Invocation]:
-    """Matching invocations, oldest first; ``last`` keeps the newest N of them."""
+    """Matching invocations, oldest first; ``last`` keeps the newest N of them.
+
+    ``before`` = ``(started_at, id)`` keeps those strictly older in that order (a page
+    cursor); ``since_or_pending`` keeps those started at or after it plus every call still
+    pending."""
     if last is not None and last < 0:
         raise ValueError(f"last must be ≥ 0, got {last}")
     where: list[str] = []
@@ -43,6 +50,18 @@ def select_invocations(
     if invocation_id is not None:
         where.append("id = ?")
         params.append(invocation_id)
+    if session_handle is not None:
+        where.append("session_handle = ?")
+        params.append(session_handle)
+    if before is not None:
+        # Ties on started_at fall back to arrival order, as the ORDER BY below does.
+        where.append(
+            "(started_at < ? OR (started_at = ? AND seq < (SELECT seq FROM invocations WHERE id = ?)))"
+        )
+        params += [before[0], before[0], before[1]]
+    if since_or_pending is not None:
+        where.append("(started_at >= ? OR status = 'pending')")
+        params.append(since_or_pending)
     sql = f"SELECT {_COLUMNS} FROM invocations"
     if where:
         sql += " WHERE " + " AND ".join(where)

@@ -47,8 +47,17 @@ def claim(conn: sqlite3.Connection, handle: str, *, agent_id: str | None, invoca
 
 
 def started(
-    conn: sqlite3.Connection, handle: str, *, pid: int, cmd: str, cwd: str, started_at: float
+    conn: sqlite3.Connection,
+    handle: str,
+    *,
+    pid: int,
+    cmd: str,
+    cwd: str,
+    started_at: float,
+    invocation_id: str | None = None,
 ) -> None:
+    """With ``invocation_id`` (the exec call, echoed by the worker), the creator is known
+    from the start, before that call returns the handle."""
     size = ROW_OVERHEAD + utf8_size(cmd) + utf8_size(cwd)
     conn.execute(
         "INSERT INTO processes (handle, pid, cmd, cwd, started_at, size) VALUES (?, ?, ?, ?, ?, ?)"
@@ -56,6 +65,12 @@ def started(
         " started_at = excluded.started_at, size = excluded.size",
         (handle, pid, cmd, cwd, started_at, size),
     )
+    if invocation_id is not None:
+        row = conn.execute(
+            "SELECT agent_id FROM invocations WHERE id = ? AND tool_name = 'exec_command'", (invocation_id,)
+        ).fetchone()
+        if row is not None:
+            claim(conn, handle, agent_id=row[0], invocation_id=invocation_id)
 
 
 def ended(
@@ -139,6 +154,46 @@ def output(conn: sqlite3.Connection, handle: str) -> tuple[str, bool]:
     )
     row = conn.execute("SELECT output_complete FROM processes WHERE handle = ?", (handle,)).fetchone()
     return text, row is None or bool(row[0])
+
+
+def output_tail(conn: sqlite3.Connection, handle: str, max_chars: int) -> tuple[str, bool]:
+    """At least the last ``max_chars`` characters of the output (whole stored chunks, newest
+    last), and whether anything older was left out. Reads only the chunks it needs."""
+    parts: list[str] = []
+    length = 0
+    cut = False
+    for (text,) in conn.execute(
+        "SELECT text FROM output_chunks WHERE handle = ? ORDER BY seq DESC", (handle,)
+    ):
+        if length >= max_chars:
+            cut = True
+            break
+        parts.append(text)
+        length += len(text)
+    parts.reverse()
+    return "".join(parts), cut
+
+
+def changed_since(conn: sqlite3.Connection, since: float) -> list[str]:
+    """Handles whose process is running, or ended at or after ``since``."""
+    rows = conn.execute(
+        "SELECT handle FROM processes WHERE (ended_at IS NULL AND started_at IS NOT NULL) OR ended_at >= ?",
+        (since,),
+    )
+    return [str(row[0]) for row in rows]
+
+
+def running_by_agent(conn: sqlite3.Connection, agent_id: str | None = None) -> dict[str, int]:
+    """Running processes per creating agent (all agents, or just ``agent_id``)."""
+    sql = (
+        "SELECT creator_agent_id, COUNT(*) FROM processes"
+        " WHERE ended_at IS NULL AND started_at IS NOT NULL AND creator_agent_id IS NOT NULL"
+    )
+    params: tuple[str, ...] = ()
+    if agent_id is not None:
+        sql += " AND creator_agent_id = ?"
+        params = (agent_id,)
+    return {str(row[0]): int(row[1]) for row in conn.execute(sql + " GROUP BY creator_agent_id", params)}
 
 
 _PROCESS_FIELDS: Final = (

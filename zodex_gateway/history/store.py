@@ -237,18 +237,73 @@ class HistoryStore:
         agent_id: str | None = None,
         workdir: str | None = None,
         invocation_id: str | None = None,
+        session_handle: str | None = None,
+        before: tuple[float, str] | None = None,
+        since_or_pending: float | None = None,
     ) -> list[Invocation]:
-        """Matching invocations, newest last; ``workdir`` matches declared or real."""
+        """Matching invocations, newest last; ``workdir`` matches declared or real. See
+        :func:`select_invocations` for ``before`` and ``since_or_pending``."""
         with self._read("history cannot be read: {error}") as conn:
             return select_invocations(
-                conn, last=last, since=since, agent_id=agent_id, workdir=workdir, invocation_id=invocation_id
+                conn,
+                last=last,
+                since=since,
+                agent_id=agent_id,
+                workdir=workdir,
+                invocation_id=invocation_id,
+                session_handle=session_handle,
+                before=before,
+                since_or_pending=since_or_pending,
             )
+
+    def invocation(self, invocation_id: str) -> Invocation | None:
+        found = self.invocations(invocation_id=invocation_id)
+        return found[0] if found else None
+
+    def counts(self) -> tuple[int, int]:
+        """(agents, invocations) stored."""
+        with self._read("history cannot be read: {error}") as conn:
+            agents = int(conn.execute("SELECT COUNT(*) FROM agents").fetchone()[0])
+            invocations = int(conn.execute("SELECT COUNT(*) FROM invocations").fetchone()[0])
+        return agents, invocations
+
+    def agent_workdirs(self, agent_id: str) -> list[str]:
+        """The real workdirs an agent has used, most recently used first."""
+        with self._read("history cannot be read: {error}") as conn:
+            rows = conn.execute(
+                "SELECT real_workdir FROM invocations WHERE agent_id = ? AND real_workdir IS NOT NULL"
+                " GROUP BY real_workdir ORDER BY MAX(started_at) DESC",
+                (agent_id,),
+            )
+            return [str(row[0]) for row in rows]
+
+    def running_by_agent(self, agent_id: str | None = None) -> dict[str, int]:
+        """Running processes per creating agent."""
+        with self._read("history cannot be read: {error}") as conn:
+            return sessions.running_by_agent(conn, agent_id)
+
+    def processes_changed_since(self, since: float) -> list[str]:
+        """Handles of processes running now or ended at or after ``since``."""
+        with self._read("history cannot be read: {error}") as conn:
+            return sessions.changed_since(conn, since)
 
     # -- processes and output (from the workers' event streams) ------------------------
 
-    def process_started(self, handle: str, *, pid: int, cmd: str, cwd: str, started_at: float) -> None:
+    def process_started(
+        self,
+        handle: str,
+        *,
+        pid: int,
+        cmd: str,
+        cwd: str,
+        started_at: float,
+        invocation_id: str | None = None,
+    ) -> None:
+        """``invocation_id``: the exec call that started it, when the worker echoes it."""
         with self._write("history cannot record a process start: {error}") as conn:
-            sessions.started(conn, handle, pid=pid, cmd=cmd, cwd=cwd, started_at=started_at)
+            sessions.started(
+                conn, handle, pid=pid, cmd=cmd, cwd=cwd, started_at=started_at, invocation_id=invocation_id
+            )
 
     def process_ended(
         self, handle: str, *, exit_code: int, signal: str | None, reason: str, ended_at: float
@@ -273,6 +328,11 @@ class HistoryStore:
         """The session's full raw output and whether it was captured completely."""
         with self._read("history cannot be read: {error}") as conn:
             return sessions.output(conn, handle)
+
+    def output_tail(self, handle: str, max_chars: int) -> tuple[str, bool]:
+        """At least the last ``max_chars`` raw characters, and whether older ones were left out."""
+        with self._read("history cannot be read: {error}") as conn:
+            return sessions.output_tail(conn, handle, max_chars)
 
     def process(self, handle: str) -> dict[str, Any] | None:
         with self._read("history cannot be read: {error}") as conn:

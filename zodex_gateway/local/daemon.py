@@ -19,12 +19,15 @@ import sys
 import time
 from pathlib import Path
 
+from zodex_gateway.local.bearer import ensure_bearer
 from zodex_gateway.local.config import LocalConfig, config_path
 from zodex_gateway.local.discovery import Discovery, OwnedProcess, iso, write_owned
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.tunnel import start_tunnel, stop_tunnel
+from zodex_gateway.observer import file_bearer
+from zodex_gateway.observer.views import API_VERSION, SCHEMA_VERSION
 from zodex_gateway.runtime import Runtime, default_shell
-from zodex_gateway.serving import http_transport, listen, serve_until_stopped
+from zodex_gateway.serving import ObserverServing, base_url, http_transport, listen, serve_until_stopped
 from zodex_worker import proctree
 
 log = logging.getLogger("zodex.local")
@@ -72,7 +75,9 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
     os.environ[RUNTIME_ENV] = runtime.runtime_id
     try:
         token = write_token(paths.token)
+        ensure_bearer(paths.observer_bearer)
         sock = listen("127.0.0.1", 0)
+        observer_sock = listen("127.0.0.1", 0)
     except BaseException:
         runtime.release()  # nothing half-started: the caller reports the failure
         raise
@@ -91,6 +96,13 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
             expires_at=iso(expires),
             mcp={"url": url, "token_path": str(paths.token)},
             runtime_dir=str(runtime.layout.root),
+            observability={
+                "api_version": API_VERSION,
+                "schema_version": SCHEMA_VERSION,
+                "base_url": observer_url,
+                "bearer_token_path": str(paths.observer_bearer),
+                "events_url": f"{observer_url}/v1/events",
+            },
         ).write(paths.discovery)
         owned = [OwnedProcess("runtime", os.getpid(), proctree.start_time(os.getpid()))]
         command = config.get("tunnel.command")
@@ -116,7 +128,11 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
             _stop_at(expires)
 
     read_only_hint = config.get("mcp.read-only-hint") is not False
-    transport = http_transport(sock, token, start_directory, published, read_only_hint=read_only_hint)
+    observer_url = base_url(observer_sock)
+    observer = ObserverServing(observer_sock, file_bearer(paths.observer_bearer), runtime.runtime_id, started)
+    transport = http_transport(
+        sock, token, start_directory, published, read_only_hint=read_only_hint, observer=observer
+    )
     try:
         asyncio.run(serve_until_stopped(runtime, transport))
     finally:

@@ -7,15 +7,11 @@ terminal mode) read both here and never hand the bearer to a browser.
 
 from __future__ import annotations
 
-import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from zodex_gateway.local.lifecycle import LocalError, active
 from zodex_gateway.local.paths import LocalPaths
-
-BEARER_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -44,27 +40,3 @@ def observer_access(paths: LocalPaths) -> ObserverAccess:
     except OSError as exc:
         raise LocalError(f"cannot read the observer bearer {token_path}: {exc.strerror}") from exc
     return ObserverAccess(base_url.rstrip("/"), bearer, discovery.runtime_id)
-
-
-def read_bearer(path: Path) -> str | None:
-    try:
-        value = path.read_text().strip()
-    except FileNotFoundError:
-        return None
-    return value or None
-
-
-def ensure_bearer(path: Path) -> str:
-    """The bearer in ``path``, made (64 hex characters, ``0600``) if there is none yet."""
-    return read_bearer(path) or rotate_bearer(path)
-
-
-def rotate_bearer(path: Path) -> str:
-    """Write a fresh bearer atomically; a running observer accepts only it from now on."""
-    bearer = secrets.token_hex(BEARER_CHARS // 2)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(bearer + "\n")
-    os.replace(tmp, path)
-    return bearer

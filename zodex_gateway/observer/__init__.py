@@ -1,10 +1,12 @@
-"""Read-only observer API (issue 6, item 1): agents, invocations, output and the timeline.
+"""The observer: what a person watching a Local runtime reads (docs/observer.md).
 
-:func:`create_observer_app` builds a Starlette app over a :class:`HistoryStore`, guarded
-by a bearer token. Times are ISO 8601 UTC; cursors are opaque; every response is
+:mod:`.hub` numbers events and fans them out to subscribers without ever waiting;
+:mod:`.feed` turns calls, agents and worker events into those events; :mod:`.timeline`
+folds invocations into presentation records; :mod:`.app` serves it all over HTTP and SSE
+behind a bearer. Times are ISO 8601 UTC; cursors are opaque; every response is
 ``Cache-Control: no-store`` and errors are ``{"schema_version": 1, "error": "…"}``.
 """
 
-from zodex_gateway.observer.app import create_observer_app
+from zodex_gateway.observer.app import create_observer_app, file_bearer
 
-__all__ = ["create_observer_app"]
+__all__ = ["create_observer_app", "file_bearer"]

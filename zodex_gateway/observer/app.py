@@ -1,7 +1,9 @@
-"""The observer's HTTP app: read-only JSON over the history store, behind a bearer.
+"""The observer's HTTP app: JSON and server-sent events over the history store and the
+event hub, behind a bearer (docs/observer.md).
 
-One ASGI guard wraps everything: it answers OPTIONS and every other non-GET with 405, a
-missing or wrong bearer with 401, turns any unexpected failure into a JSON 500, and puts
+It is read-only but for one route, an agent's alias (Liveboard's editor). One ASGI guard
+wraps everything: it answers OPTIONS and every other non-GET with 405, a missing or wrong
+bearer with 401, turns any unexpected failure into a JSON 500, and puts
 ``Cache-Control: no-store`` on every response. No CORS headers are ever sent, so a
 browser page of another origin can neither read nor preflight the API.
 """
@@ -9,17 +11,23 @@ browser page of another origin can neither read nor preflight the API.
 from __future__ import annotations
 
 import hmac
+import json
 import logging
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, Final
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from zodex_gateway.history import HistoryStore, HistoryUnavailable, Invocation
+from zodex_gateway.alias import clean_alias
+from zodex_gateway.history import AgentRecord, HistoryStore, HistoryUnavailable, Invocation
 from zodex_gateway.observer import timeline
+from zodex_gateway.observer.hub import KEEPALIVE_S, EventFilter, EventHub, Subscription
 from zodex_gateway.observer.paging import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -29,17 +37,18 @@ from zodex_gateway.observer.paging import (
     page_after,
     parse_choice,
     parse_int,
+    position,
+    position_cursor,
 )
 from zodex_gateway.observer.views import (
     API_VERSION,
     SCHEMA_VERSION,
     agent_entry,
     invocation_detail,
-    invocation_key,
     invocation_summary,
     iso_utc,
-    newest_first,
 )
+from zodex_protocol.errors import ProtocolError
 from zodex_worker.output import TerminalCleaner
 
 log = logging.getLogger("zodex.gateway")
@@ -47,6 +56,8 @@ log = logging.getLogger("zodex.gateway")
 OUTPUT_DEFAULT_CHARS = 65536
 OUTPUT_MAX_CHARS = 1024 * 1024
 _NO_STORE = (b"cache-control", b"no-store")
+MAX_ALIAS_BODY: Final = 4096
+MAX_MS: Final = 2**53
 
 
 def error_response(status_code: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -58,9 +69,10 @@ def error_response(status_code: int, message: str, headers: dict[str, str] | Non
 class _Guard:
     """Method, bearer, no-store and last-resort errors, before any route runs."""
 
-    def __init__(self, app: ASGIApp, bearer_token: str) -> None:
+    def __init__(self, app: ASGIApp, bearer: Callable[[], str], writable: Callable[[str, str], bool]) -> None:
         self._app = app
-        self._expected = f"Bearer {bearer_token}".encode()
+        self._bearer = bearer
+        self._writable = writable
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -78,12 +90,14 @@ class _Guard:
 
         request = Request(scope)
         given = request.headers.get("authorization", "").encode()
-        if not hmac.compare_digest(given, self._expected):
+        expected = f"Bearer {self._bearer()}".encode()
+        method = scope["method"]
+        if not hmac.compare_digest(given, expected):
             reply: Response = error_response(
                 401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"}
             )
-        elif scope["method"] != "GET":
-            reply = error_response(405, f"method {scope['method']} is not allowed", {"Allow": "GET"})
+        elif method != "GET" and not self._writable(method, scope["path"]):
+            reply = error_response(405, f"method {method} is not allowed", {"Allow": "GET"})
         else:
             try:
                 await self._app(scope, receive, send_no_store)
@@ -96,57 +110,116 @@ class _Guard:
         await reply(scope, receive, send_no_store)
 
 
+def _alias_route(method: str, path: str) -> bool:
+    """The one write the API takes: an agent's alias, from Liveboard's editor."""
+    parts = path.split("/")
+    return method == "PUT" and len(parts) == 5 and parts[1:3] == ["v1", "agents"] and parts[4] == "alias"
+
+
+def file_bearer(path: Path) -> Callable[[], str]:
+    """The bearer in ``path``, re-read when the file changes (rotation takes effect at
+    once). A missing or empty file accepts nothing."""
+    cached: dict[str, Any] = {"stamp": None, "value": ""}
+
+    def current() -> str:
+        try:
+            info = path.stat()
+            stamp = (info.st_mtime_ns, info.st_ino, info.st_size)
+            if stamp != cached["stamp"]:
+                cached["value"] = path.read_text().strip()
+                cached["stamp"] = stamp
+        except OSError:
+            cached["stamp"], cached["value"] = None, ""
+        value = str(cached["value"])
+        # Never accept an empty secret: compare against something no header can be.
+        return value or "\x00unset"
+
+    return current
+
+
 class ObserverApi:
     """The route handlers; each reads the store through its public methods only."""
 
-    def __init__(self, store: HistoryStore, *, runtime_id: str, started_at: float) -> None:
+    def __init__(
+        self,
+        store: HistoryStore,
+        *,
+        runtime_id: str,
+        started_at: float,
+        hub: EventHub | None,
+        on_alias: Callable[[AgentRecord], None] | None,
+        keepalive_s: float,
+    ) -> None:
         self._store = store
         self._runtime_id = runtime_id
         self._started_at = started_at
+        self._hub = hub
+        self._on_alias = on_alias
+        self._keepalive_s = keepalive_s
+        self._timeline = timeline.TimelineReader(store)
 
     def status(self, request: Request) -> JSONResponse:
+        agent_count, invocation_count = self._store.counts()
         return JSONResponse(
             {
                 "schema_version": SCHEMA_VERSION,
                 "api_version": API_VERSION,
                 "runtime_id": self._runtime_id,
                 "started_at": iso_utc(self._started_at),
-                "agent_count": len(self._store.agents()),
-                "invocation_count": len(self._store.invocations()),
+                "agent_count": agent_count,
+                "invocation_count": invocation_count,
+                "sequence": self._hub.sequence if self._hub is not None else 0,
             }
         )
 
     def agents(self, request: Request) -> JSONResponse:
-        by_agent: dict[str, list[Invocation]] = {}
-        for inv in newest_first(self._store.invocations()):
-            if inv.agent_id is not None:
-                by_agent.setdefault(inv.agent_id, []).append(inv)
+        running = self._store.running_by_agent()
         entries = [
-            agent_entry(self._store, agent, by_agent.get(agent.agent_id, []))
+            agent_entry(agent, self._store.agent_workdirs(agent.agent_id), running)
             for agent in self._store.agents()
         ]
         return JSONResponse({"schema_version": SCHEMA_VERSION, "agents": entries})
 
     def agent(self, request: Request) -> JSONResponse:
-        agent_id = request.path_params["agent_id"]
-        agent = self._store.agent(agent_id)
-        if agent is None:
-            raise ApiError(404, f"no agent {agent_id}")
-        invocations = newest_first(self._store.invocations(agent_id=agent_id))
-        return JSONResponse(agent_entry(self._store, agent, invocations))
+        return JSONResponse(self._agent_entry(self._one_agent(request)))
+
+    async def set_alias(self, request: Request) -> JSONResponse:
+        agent = self._one_agent(request)
+        body = await request.body()
+        if len(body) > MAX_ALIAS_BODY:
+            raise ApiError(413, f"the body must be at most {MAX_ALIAS_BODY} bytes")
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise ApiError(400, 'the body must be JSON: {"alias": "…"}') from None
+        if not isinstance(data, dict) or set(data) != {"alias"}:
+            raise ApiError(400, 'the body must be JSON: {"alias": "…"}')
+        try:
+            alias = clean_alias(data["alias"])
+        except ProtocolError as exc:
+            raise ApiError(400, exc.message) from None
+        updated = self._store.set_alias(agent.agent_id, alias)
+        if self._on_alias is not None:
+            self._on_alias(updated)
+        return JSONResponse(self._agent_entry(updated))
 
     def invocations(self, request: Request) -> JSONResponse:
         params = request.query_params
         limit = parse_int(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-        found = newest_first(
-            self._store.invocations(agent_id=params.get("agent_id"), workdir=params.get("workdir"))
+        found = self._store.invocations(
+            last=limit + 1,
+            agent_id=params.get("agent_id"),
+            workdir=params.get("workdir"),
+            before=position(params.get("cursor")),
         )
-        page, next_cursor = page_after(found, invocation_key, params.get("cursor"), limit)
+        found.reverse()
+        page = found[:limit]
+        more = len(found) > limit
         return JSONResponse(
             {
                 "schema_version": SCHEMA_VERSION,
                 "invocations": [invocation_summary(inv) for inv in page],
-                "next_cursor": next_cursor,
+                "next_cursor": position_cursor(page[-1].started_at, page[-1].id) if more else None,
             }
         )
 
@@ -194,19 +267,27 @@ class ObserverApi:
     def timeline(self, request: Request) -> JSONResponse:
         params = request.query_params
         limit = parse_int(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-        before_ms = parse_int(params, "before_ms", -1, 0, 2**53) if params.get("before_ms") else None
-        diffs = parse_choice(params, "diffs", ("full", "summary"))
-        records = timeline.select(
-            timeline.build(self._store.invocations()),
-            agent_id=params.get("agent_id"),
-            workdir=params.get("workdir"),
-            before_ms=before_ms,
-        )
-        page, next_cursor = page_after(records, lambda r: r.key, params.get("cursor"), limit)
+        diffs = parse_choice(params, "diffs", ("full", "summary")) == "full"
+        if params.get("before_ms") and params.get("recovery_since_ms"):
+            raise ApiError(400, "give before_ms or recovery_since_ms, not both")
+        agent_id, workdir = params.get("agent_id"), params.get("workdir")
+        before = position(params.get("cursor"))
+        if params.get("recovery_since_ms"):
+            since_ms = parse_int(params, "recovery_since_ms", 0, 0, MAX_MS)
+            changed = self._timeline.changed_since(since_ms / 1000, agent_id=agent_id, workdir=workdir)
+            records, next_cursor = page_after(changed, lambda r: r.key, params.get("cursor"), limit)
+        else:
+            if before is None and params.get("before_ms"):
+                before = (parse_int(params, "before_ms", 0, 0, MAX_MS) / 1000, "")
+            records, more = self._timeline.page(
+                agent_id=agent_id, workdir=workdir, before=before, limit=limit
+            )
+            last = records[-1].key if records else None
+            next_cursor = position_cursor(*last) if more and last else None
         return JSONResponse(
             {
                 "schema_version": SCHEMA_VERSION,
-                "records": [timeline.to_json(self._store, r, diffs=diffs == "full") for r in page],
+                "records": [timeline.to_json(self._store, r, diffs=diffs) for r in records],
                 "next_cursor": next_cursor,
             }
         )
@@ -214,17 +295,69 @@ class ObserverApi:
     def presentation(self, request: Request) -> JSONResponse:
         presentation_id = request.path_params["presentation_id"]
         diffs = parse_choice(request.query_params, "diffs", ("full", "summary"))
-        for record in timeline.build(self._store.invocations()):
-            if record.presentation_id == presentation_id:
-                return JSONResponse(timeline.to_json(self._store, record, diffs=diffs == "full"))
-        raise ApiError(404, f"no timeline record {presentation_id}")
+        record = self._timeline.record(presentation_id)
+        if record is None:
+            raise ApiError(404, f"no timeline record {presentation_id}")
+        return JSONResponse(timeline.to_json(self._store, record, diffs=diffs == "full"))
+
+    async def events(self, request: Request) -> Response:
+        if self._hub is None:
+            raise ApiError(404, "this runtime publishes no events")
+        params = request.query_params
+        include_output = parse_choice(params, "include_output", ("true", "false")) == "true"
+        output_agents = params.get("output_agent_ids")
+        event_filter = EventFilter(
+            agent_id=params.get("agent_id") or None,
+            include_output=include_output,
+            output_agent_ids=frozenset(a for a in output_agents.split(",") if a) if output_agents else None,
+        )
+        after = None
+        last_id = request.headers.get("last-event-id")
+        if last_id:
+            try:
+                after = int(last_id)
+            except ValueError:
+                raise ApiError(400, f"Last-Event-ID must be an event sequence, got {last_id!r}") from None
+        subscription = self._hub.subscribe(event_filter, after=after)
+        return StreamingResponse(
+            self._stream(subscription),
+            media_type="text/event-stream",
+            headers={"X-Accel-Buffering": "no"},
+        )
+
+    async def _stream(self, subscription: Subscription) -> AsyncIterator[bytes]:
+        assert self._hub is not None
+        try:
+            # A first comment sends the headers at once: a client knows it is subscribed.
+            yield b": connected\n\n"
+            while not subscription.closed:
+                events = await subscription.next_events(self._keepalive_s)
+                if subscription.closed:
+                    break
+                if events is None:
+                    yield b": keepalive\n\n"
+                else:
+                    yield b"".join(event.frame for event in events)
+        finally:
+            self._hub.unsubscribe(subscription)
+
+    def _agent_entry(self, agent: AgentRecord) -> dict[str, Any]:
+        workdirs = self._store.agent_workdirs(agent.agent_id)
+        return agent_entry(agent, workdirs, self._store.running_by_agent(agent.agent_id))
+
+    def _one_agent(self, request: Request) -> AgentRecord:
+        agent_id = request.path_params["agent_id"]
+        agent = self._store.agent(agent_id)
+        if agent is None:
+            raise ApiError(404, f"no agent {agent_id}")
+        return agent
 
     def _one_invocation(self, request: Request) -> Invocation:
         invocation_id = request.path_params["invocation_id"]
-        found = self._store.invocations(invocation_id=invocation_id)
-        if not found:
+        inv = self._store.invocation(invocation_id)
+        if inv is None:
             raise ApiError(404, f"no invocation {invocation_id}")
-        return found[0]
+        return inv
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -243,21 +376,44 @@ async def _history_error(request: Request, exc: Exception) -> Response:
 
 
 def create_observer_app(
-    store: HistoryStore, *, runtime_id: str, bearer_token: str, started_at: float
+    store: HistoryStore,
+    *,
+    runtime_id: str,
+    bearer_token: str | Callable[[], str],
+    started_at: float,
+    hub: EventHub | None = None,
+    on_alias: Callable[[AgentRecord], None] | None = None,
+    keepalive_s: float = KEEPALIVE_S,
 ) -> Starlette:
-    """The read-only observer API over ``store``; see the module docstring."""
-    if not bearer_token:
-        raise ValueError("the observer needs a bearer token")
-    api = ObserverApi(store, runtime_id=runtime_id, started_at=started_at)
+    """The observer API over ``store``; see the module docstring. ``bearer_token`` is the
+    secret, or a function returning the current one (see :func:`file_bearer`); ``hub``
+    serves ``/v1/events``; ``on_alias`` hears every alias set through the API."""
+    if isinstance(bearer_token, str):
+        if not bearer_token:
+            raise ValueError("the observer needs a bearer token")
+        fixed = bearer_token
+        bearer: Callable[[], str] = lambda: fixed  # noqa: E731
+    else:
+        bearer = bearer_token
+    api = ObserverApi(
+        store,
+        runtime_id=runtime_id,
+        started_at=started_at,
+        hub=hub,
+        on_alias=on_alias,
+        keepalive_s=keepalive_s,
+    )
     routes = [
         Route("/v1/status", api.status, methods=["GET"]),
         Route("/v1/agents", api.agents, methods=["GET"]),
         Route("/v1/agents/{agent_id}", api.agent, methods=["GET"]),
+        Route("/v1/agents/{agent_id}/alias", api.set_alias, methods=["PUT"]),
         Route("/v1/invocations", api.invocations, methods=["GET"]),
         Route("/v1/invocations/{invocation_id}", api.invocation, methods=["GET"]),
         Route("/v1/invocations/{invocation_id}/output", api.output, methods=["GET"]),
         Route("/v1/timeline", api.timeline, methods=["GET"]),
         Route("/v1/timeline/{presentation_id}", api.presentation, methods=["GET"]),
+        Route("/v1/events", api.events, methods=["GET"]),
     ]
     app = Starlette(
         routes=routes,
@@ -267,5 +423,5 @@ def create_observer_app(
             HistoryUnavailable: _history_error,
         },
     )
-    app.add_middleware(_Guard, bearer_token=bearer_token)
+    app.add_middleware(_Guard, bearer=bearer, writable=_alias_route)
     return app

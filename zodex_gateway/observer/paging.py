@@ -70,6 +70,14 @@ def position_cursor(started_at: float, item_id: str) -> str:
     return encode_cursor({"t": started_at, "id": item_id})
 
 
+def position(raw_cursor: str | None) -> tuple[float, str] | None:
+    """The ``(started_at, id)`` a position cursor names: page on from just after it."""
+    if not raw_cursor:
+        return None
+    payload = decode_cursor(raw_cursor, {"t": float, "id": str})
+    return float(payload["t"]), str(payload["id"])
+
+
 def page_after(
     items: Sequence[T], key: Any, raw_cursor: str | None, limit: int
 ) -> tuple[list[T], str | None]:

@@ -98,16 +98,129 @@ def build(invocations: Sequence[Invocation]) -> list[Presentation]:
     return records
 
 
-def select(
-    records: Sequence[Presentation], *, agent_id: str | None, workdir: str | None, before_ms: int | None
-) -> list[Presentation]:
-    return [
-        record
-        for record in records
-        if (agent_id is None or record.first.agent_id == agent_id)
-        and (workdir is None or workdir in record.workdirs)
-        and (before_ms is None or record.first.started_at * 1000 < before_ms)
-    ]
+def _is_fold_candidate(inv: Invocation) -> bool:
+    """An empty ``write_stdin`` poll: it folds into its command when that is the caller's."""
+    return (
+        inv.tool_name == "write_stdin"
+        and inv.status != ERROR
+        and not inv.args.get("kill_process")
+        and not inv.args.get("chars")
+    )
+
+
+def _target(inv: Invocation) -> str | None:
+    handle = inv.session_handle or _text(inv.args.get("session_handle"))
+    return handle or None
+
+
+class TimelineReader:
+    """Builds just the records asked for, from indexed queries: a page never reads the
+    whole history. A command record reads the calls on its session (one query by handle)."""
+
+    # Calls are read in batches of this many per page step.
+    BATCH = 200
+    # A call started this long before a recovery point may still have finished after it:
+    # the longest a call can wait (yield clamp 60 s) plus slack for a slow answer.
+    LONGEST_CALL_S = 120.0
+
+    def __init__(self, store: HistoryStore) -> None:
+        self._store = store
+
+    def anchor_of(self, inv: Invocation) -> str:
+        """The presentation id of the record ``inv`` belongs to."""
+        if _is_fold_candidate(inv):
+            command = self._command_of(inv)
+            if command is not None:
+                return command.id
+        return inv.id
+
+    def record(self, presentation_id: str) -> Presentation | None:
+        first = self._store.invocation(presentation_id)
+        if first is None or self.anchor_of(first) != presentation_id:
+            return None  # no such call, or a poll folded into its command
+        return self._build(first)
+
+    def page(
+        self,
+        *,
+        agent_id: str | None,
+        workdir: str | None,
+        before: tuple[float, str] | None,
+        limit: int,
+    ) -> tuple[list[Presentation], bool]:
+        """Up to ``limit`` records newest first, started before ``before``; and whether
+        there are more."""
+        found: list[Presentation] = []
+        cursor = before
+        while len(found) <= limit:
+            # A workdir filter is applied to built records: a stdin or kill record has no
+            # workdir of its own and takes its command's.
+            batch = self._store.invocations(last=self.BATCH, agent_id=agent_id, before=cursor)
+            if not batch:
+                break
+            for inv in reversed(batch):
+                if self.anchor_of(inv) != inv.id:
+                    continue
+                record = self._build(inv)
+                if record is not None and (workdir is None or workdir in record.workdirs):
+                    found.append(record)
+            cursor = (batch[0].started_at, batch[0].id)
+            if len(batch) < self.BATCH:
+                break
+        return found[:limit], len(found) > limit
+
+    def changed_since(self, since: float, *, agent_id: str | None, workdir: str | None) -> list[Presentation]:
+        """Every record created or updated at or after ``since``, newest first: what a
+        viewer missed while it was away."""
+        anchors: set[str] = set()
+        for inv in self._store.invocations(since_or_pending=since - self.LONGEST_CALL_S):
+            if inv.status == PENDING or _finished_at(inv) >= since:
+                anchors.add(self.anchor_of(inv))
+        for handle in self._store.processes_changed_since(since):
+            process = self._store.process(handle)
+            if process is not None and process["creator_invocation_id"]:
+                anchors.add(str(process["creator_invocation_id"]))
+        records = []
+        for presentation_id in anchors:
+            record = self.record(presentation_id)
+            if record is None:
+                continue
+            if agent_id is not None and record.first.agent_id != agent_id:
+                continue
+            if workdir is not None and workdir not in record.workdirs:
+                continue
+            records.append(record)
+        records.sort(key=lambda record: record.key, reverse=True)
+        return records
+
+    def _command_of(self, inv: Invocation) -> Invocation | None:
+        handle = _target(inv)
+        process = self._store.process(handle) if handle else None
+        creator = process and process["creator_invocation_id"]
+        command = self._store.invocation(str(creator)) if creator else None
+        if command is None or command.status == ERROR or command.agent_id != inv.agent_id:
+            return None  # another agent's session: its call stays a record of its own
+        return command
+
+    def _build(self, first: Invocation) -> Presentation | None:
+        related = [first]
+        handle = first.session_handle if first.tool_name == "exec_command" else _target(first)
+        if handle is not None:
+            on_session = self._store.invocations(session_handle=handle)
+            if first.tool_name == "exec_command":
+                related = on_session
+            else:
+                # A stdin or kill record takes its command's workdirs: build with the command.
+                command = self._command_of(first)
+                related = [c for c in on_session if command is not None and c.id == command.id]
+                related.append(first)
+        if first not in related:
+            related.append(first)
+        related.sort(key=lambda inv: (inv.started_at, inv.id))
+        for record in build(related):
+            if record.presentation_id == first.id:
+                return record
+        return None
 
 
 def to_json(store: HistoryStore, record: Presentation, *, diffs: bool) -> dict[str, Any]:
@@ -161,7 +274,7 @@ def _command_fields(store: HistoryStore, record: Presentation) -> tuple[dict[str
     if ended and process and process["started_at"] is not None:
         duration_ms = round((process["ended_at"] - process["started_at"]) * 1000)
     cwd = result.get("cwd") or (process and process["cwd"]) or inv.real_workdir or inv.declared_workdir
-    tail, truncated = _output_tail(store, record.target, result)
+    tail, truncated = output_tail(store, record.target, result)
     fields = {
         "command": _text(inv.args.get("cmd")),
         "status": status,
@@ -177,12 +290,14 @@ def _command_fields(store: HistoryStore, record: Presentation) -> tuple[dict[str
     return fields, process["ended_at"] if ended and process else None
 
 
-def _output_tail(store: HistoryStore, handle: str | None, result: dict[str, Any]) -> tuple[str, bool]:
+def output_tail(store: HistoryStore, handle: str | None, result: dict[str, Any]) -> tuple[str, bool]:
+    """The last cleaned characters of a command's output (≤ OUTPUT_TAIL_CHARS), and
+    whether older output was left out."""
     if handle:
-        raw, _complete = store.output(handle)
+        raw, older = store.output_tail(handle, _RAW_TAIL_CHARS)
     else:
-        raw = _text(result.get("output"))
-    cut = len(raw) > _RAW_TAIL_CHARS
+        raw, older = _text(result.get("output")), False
+    cut = older or len(raw) > _RAW_TAIL_CHARS
     if cut:
         raw = raw[-_RAW_TAIL_CHARS:]
         # Start at a line boundary, so no escape sequence is entered halfway.

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from zodex_gateway.history import AgentRecord, FileChange, HistoryStore, Invocation
+from zodex_gateway.history import AgentRecord, FileChange, Invocation
 from zodex_gateway.history.render import summary
 
 SCHEMA_VERSION = 1
@@ -30,23 +30,15 @@ def is_running(process: dict[str, Any] | None) -> bool:
     return process is not None and process["started_at"] is not None and process["ended_at"] is None
 
 
-def agent_entry(store: HistoryStore, agent: AgentRecord, invocations: Sequence[Invocation]) -> dict[str, Any]:
-    """``invocations``: this agent's, newest first."""
-    workdirs: list[str] = []
-    handles: list[str] = []
-    for inv in invocations:
-        if inv.real_workdir is not None and inv.real_workdir not in workdirs:
-            workdirs.append(inv.real_workdir)
-        if inv.tool_name == "exec_command" and inv.session_handle and inv.session_handle not in handles:
-            handles.append(inv.session_handle)
-    active = sum(1 for handle in handles if is_running(store.process(handle)))
+def agent_entry(agent: AgentRecord, workdirs: Sequence[str], running: Mapping[str, int]) -> dict[str, Any]:
+    """``workdirs``: most recently used first; ``running``: processes per agent."""
     return {
         "agent_id": agent.agent_id,
         "alias": agent.alias,
         "first_seen": iso_utc(agent.first_seen),
         "last_seen": iso_utc(agent.last_seen),
-        "workdirs": workdirs,
-        "active_processes": active,
+        "workdirs": list(workdirs),
+        "active_processes": running.get(agent.agent_id, 0),
     }
 
 

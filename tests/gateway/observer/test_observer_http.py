@@ -77,6 +77,7 @@ def test_status(client: TestClient, seeded: Seeded) -> None:
         "started_at": "2023-11-14T22:13:20.000Z",
         "agent_count": 2,
         "invocation_count": 8,
+        "sequence": 0,
     }
 
 

@@ -1,0 +1,211 @@
+"""Turning what the gateway sees into hub events: calls, agents, and the workers' streams.
+
+Called on the gateway's loop: by the tool handlers around each recorded call, and by the
+history capture after each batch of worker events is stored (so a record built here
+already reflects the event). Payloads are the observer API's own shapes, so a viewer can
+upsert them as they come.
+
+Output is the one heavy stream: while nobody watches it is not published at all (the hub
+is told it skipped some, so a viewer resuming across the hole gets a ``gap``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, Final
+
+from zodex_gateway.history import AgentRecord, HistoryStore, HistoryUnavailable
+from zodex_gateway.observer.hub import EventHub
+from zodex_gateway.observer.timeline import TimelineReader, to_json
+from zodex_gateway.observer.views import agent_entry, invocation_summary
+from zodex_protocol import messages
+from zodex_protocol.envelope import Envelope
+from zodex_worker.output import TerminalCleaner
+
+log = logging.getLogger("zodex.gateway")
+
+# Sessions whose agent and record are remembered; older ones are looked up again.
+_SESSIONS_KEPT: Final = 1024
+
+
+class ObserverFeed:
+    def __init__(self, store: HistoryStore, hub: EventHub) -> None:
+        self._store = store
+        self._hub = hub
+        self._timeline = TimelineReader(store)
+        self._sessions: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
+        self._cleaners: dict[str, TerminalCleaner] = {}
+        self._agents_sent: dict[str, dict[str, Any]] = {}
+
+    # -- from the tool handlers ------------------------------------------------------------
+
+    def agent_seen(self, agent: AgentRecord) -> None:
+        """A gateway met this agent for the first time (it may be new to history too)."""
+        new = agent.first_seen == agent.last_seen
+        self._guarded(self._publish_agent, agent.agent_id, "agent_first_seen" if new else "agent_updated")
+
+    def agent_updated(self, agent: AgentRecord) -> None:
+        self._guarded(self._publish_agent, agent.agent_id, "agent_updated", True)
+
+    def call_started(self, invocation_id: str) -> None:
+        self._guarded(self._publish_call, invocation_id, "invocation_started")
+
+    def call_completed(self, invocation_id: str) -> None:
+        self._guarded(self._publish_call, invocation_id, "invocation_completed")
+
+    # -- from the history capture ------------------------------------------------------------
+
+    def worker_events(self, events: Sequence[Envelope]) -> None:
+        self._guarded(self._worker_events, events)
+
+    # -- building --------------------------------------------------------------------------
+
+    def _guarded(self, action: Any, *args: Any) -> None:
+        # A viewer's feed must never fail a tool call or stop the history capture.
+        try:
+            action(*args)
+        except HistoryUnavailable as exc:
+            log.warning("observer event skipped: %s", exc)
+        except Exception:
+            log.exception("observer event failed")
+
+    def _publish_agent(self, agent_id: str, event_type: str, always: bool = False) -> None:
+        agent = self._store.agent(agent_id)
+        if agent is None:
+            return
+        entry = agent_entry(
+            agent, self._store.agent_workdirs(agent_id), self._store.running_by_agent(agent_id)
+        )
+        # last_seen moves on every call: only what a viewer shows is worth an event.
+        shown = {k: v for k, v in entry.items() if k != "last_seen"}
+        if not always and event_type == "agent_updated" and self._agents_sent.get(agent_id) == shown:
+            return
+        self._agents_sent[agent_id] = shown
+        self._hub.publish(event_type, entry, agent_id=agent_id)
+
+    def _publish_call(self, invocation_id: str, event_type: str) -> None:
+        inv = self._store.invocation(invocation_id)
+        if inv is None:
+            return
+        presentation_id = self._timeline.anchor_of(inv)
+        self._hub.publish(
+            event_type, invocation_summary(inv), agent_id=inv.agent_id, presentation_id=presentation_id
+        )
+        if inv.tool_name == "exec_command" and inv.session_handle:
+            self._remember(inv.session_handle, inv.agent_id, inv.id)
+        self._publish_record(presentation_id)
+        if inv.agent_id is not None and event_type == "invocation_completed":
+            self._publish_agent(inv.agent_id, "agent_updated")
+
+    def _publish_record(self, presentation_id: str) -> None:
+        record = self._timeline.record(presentation_id)
+        if record is not None:
+            self._hub.publish(
+                "presentation_updated",
+                to_json(self._store, record, diffs=True),
+                agent_id=record.first.agent_id,
+                presentation_id=presentation_id,
+            )
+
+    def _worker_events(self, events: Sequence[Envelope]) -> None:
+        pending: list[tuple[str, int, str]] = []  # consecutive output, merged per session
+        for event in events:
+            body: dict[str, Any] = event.body
+            handle = str(body.get("session", ""))
+            if event.type == messages.EVENT_OUTPUT:
+                if pending and pending[-1][0] == handle:
+                    pending[-1] = (
+                        handle,
+                        int(body.get("seq", 0)),
+                        pending[-1][2] + str(body.get("text", "")),
+                    )
+                else:
+                    pending.append((handle, int(body.get("seq", 0)), str(body.get("text", ""))))
+                continue
+            self._flush_output(pending)
+            pending = []
+            if event.type == messages.EVENT_PROCESS_STARTED:
+                self._process_started(handle, body)
+            elif event.type == messages.EVENT_PROCESS_ENDED:
+                self._process_ended(handle, body)
+        self._flush_output(pending)
+
+    def _flush_output(self, pieces: list[tuple[str, int, str]]) -> None:
+        if not pieces:
+            return
+        if not self._hub.has_subscribers:
+            self._hub.skip()
+            return
+        for handle, seq, text in pieces:
+            agent_id, presentation_id = self._session(handle)
+            cleaner = self._cleaners.setdefault(handle, TerminalCleaner())
+            payload = {"session_handle": handle, "seq": seq, "text": text, "display_text": cleaner.feed(text)}
+            self._hub.publish("output", payload, agent_id=agent_id, presentation_id=presentation_id)
+
+    def _process_started(self, handle: str, body: dict[str, Any]) -> None:
+        tag = body.get("tag")
+        if isinstance(tag, str):
+            inv = self._store.invocation(tag)
+            self._remember(handle, inv.agent_id if inv else None, tag)
+        agent_id, presentation_id = self._session(handle)
+        payload = {
+            "session_handle": handle,
+            "pid": body.get("pid"),
+            "cmd": body.get("cmd"),
+            "cwd": body.get("cwd"),
+            "started_at_ms": _ms(body.get("started_at")),
+        }
+        self._hub.publish("process_started", payload, agent_id=agent_id, presentation_id=presentation_id)
+        if agent_id is not None:
+            self._publish_agent(agent_id, "agent_updated")
+
+    def _process_ended(self, handle: str, body: dict[str, Any]) -> None:
+        agent_id, presentation_id = self._session(handle)
+        cleaner = self._cleaners.pop(handle, None)
+        rest = cleaner.finish() if cleaner is not None else ""
+        if rest and self._hub.has_subscribers:
+            payload = {"session_handle": handle, "seq": None, "text": "", "display_text": rest}
+            self._hub.publish("output", payload, agent_id=agent_id, presentation_id=presentation_id)
+        ended = {
+            "session_handle": handle,
+            "exit_code": body.get("exit_code"),
+            "signal": body.get("signal"),
+            "reason": body.get("reason"),
+            "ended_at_ms": _ms(body.get("ended_at")),
+        }
+        self._hub.publish("process_ended", ended, agent_id=agent_id, presentation_id=presentation_id)
+        process = self._store.process(handle)
+        complete = {
+            "session_handle": handle,
+            "complete": bool(process["output_complete"]) if process else True,
+            "output_incomplete_reason": process["output_incomplete_reason"] if process else None,
+        }
+        self._hub.publish("output_complete", complete, agent_id=agent_id, presentation_id=presentation_id)
+        if presentation_id is not None:
+            self._publish_record(presentation_id)
+        if agent_id is not None:
+            self._publish_agent(agent_id, "agent_updated")
+
+    def _remember(self, handle: str, agent_id: str | None, presentation_id: str) -> None:
+        self._sessions[handle] = (agent_id, presentation_id)
+        self._sessions.move_to_end(handle)
+        while len(self._sessions) > _SESSIONS_KEPT:
+            self._sessions.popitem(last=False)
+
+    def _session(self, handle: str) -> tuple[str | None, str | None]:
+        known = self._sessions.get(handle)
+        if known is not None:
+            return known
+        process = self._store.process(handle)
+        creator = process and process["creator_invocation_id"]
+        if not creator:
+            return None, None  # not a call this runtime recorded (another gateway's, say)
+        found = (process["creator_agent_id"] if process else None, str(creator))
+        self._remember(handle, *found)
+        return found
+
+
+def _ms(timestamp: Any) -> int | None:
+    return round(float(timestamp) * 1000) if isinstance(timestamp, int | float) else None
