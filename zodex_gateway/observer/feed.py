@@ -5,8 +5,9 @@ history capture after each batch of worker events is stored (so a record built h
 already reflects the event). Payloads are the observer API's own shapes, so a viewer can
 upsert them as they come.
 
-Output is the one heavy stream: while nobody watches it is not published at all (the hub
-is told it skipped some, so a viewer resuming across the hole gets a ``gap``).
+While nobody watches, nothing is built or published: the hub only takes a number for
+what it skipped, so a viewer resuming across the hole gets a ``gap`` and reloads from the
+timeline. A call then costs no more than its history record.
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ class ObserverFeed:
     # -- building --------------------------------------------------------------------------
 
     def _guarded(self, action: Any, *args: Any) -> None:
+        if not self._hub.has_subscribers:
+            self._hub.skip()
+            self._cleaners.clear()  # a later viewer starts each stream afresh
+            return
         # A viewer's feed must never fail a tool call or stop the history capture.
         try:
             action(*args)
@@ -135,9 +140,6 @@ class ObserverFeed:
     def _flush_output(self, pieces: list[tuple[str, int, str]]) -> None:
         if not pieces:
             return
-        if not self._hub.has_subscribers:
-            self._hub.skip()
-            return
         for handle, seq, text in pieces:
             agent_id, presentation_id = self._session(handle)
             cleaner = self._cleaners.setdefault(handle, TerminalCleaner())
@@ -165,7 +167,7 @@ class ObserverFeed:
         agent_id, presentation_id = self._session(handle)
         cleaner = self._cleaners.pop(handle, None)
         rest = cleaner.finish() if cleaner is not None else ""
-        if rest and self._hub.has_subscribers:
+        if rest:
             payload = {"session_handle": handle, "seq": None, "text": "", "display_text": rest}
             self._hub.publish("output", payload, agent_id=agent_id, presentation_id=presentation_id)
         ended = {

@@ -1,0 +1,57 @@
+// The watch host's API. Every URL is relative to the page (…/<secret>/), so the
+// capability in the path is kept and nothing here knows it.
+
+const BASE = './api/v1/';
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function url(path, params = {}) {
+  const u = new URL(BASE + path, document.baseURI);
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== null && value !== undefined && value !== '') u.searchParams.set(key, String(value));
+  }
+  return u;
+}
+
+async function parse(response) {
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    body = null;
+  }
+  if (!response.ok) throw new ApiError(response.status, body?.error || `HTTP ${response.status}`);
+  return body;
+}
+
+export async function get(path, params) {
+  const response = await fetch(url(path, params), {
+    headers: { Accept: 'application/json' },
+    cache: 'no-store',
+  });
+  return parse(response);
+}
+
+export const status = () => get('status');
+export const agents = () => get('agents');
+export const agent = (id) => get(`agents/${encodeURIComponent(id)}`);
+export const timeline = (params) => get('timeline', params);
+
+export async function setAlias(agentId, alias) {
+  const response = await fetch(url(`agents/${encodeURIComponent(agentId)}/alias`), {
+    method: 'PUT',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+    body: JSON.stringify({ alias }),
+    cache: 'no-store',
+  });
+  return parse(response);
+}
+
+export function eventsUrl() {
+  return url('events').toString();
+}

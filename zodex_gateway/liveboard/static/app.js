@@ -1,0 +1,67 @@
+// Liveboard's entry point: wires the store, the board, the drawer and the event stream.
+
+import * as api from './api.js';
+import { Board } from './columns.js';
+import { Drawer } from './drawer.js';
+import { duration } from './format.js';
+import { Live } from './live.js';
+import { Settings } from './settings.js';
+import { Store } from './store.js';
+import { initTheme } from './theme.js';
+
+const $ = (id) => document.getElementById(id);
+
+const CONNECTION_LABELS = { connecting: 'connecting', live: 'live', reconnecting: 'reconnecting', offline: 'offline' };
+
+function showConnection(state) {
+  const el = $('connection');
+  el.dataset.state = state;
+  el.querySelector('.label').textContent = CONNECTION_LABELS[state] || state;
+  el.title = state === 'live' ? 'Receiving events as they happen' : 'Not receiving events; retrying';
+}
+
+async function loadStatus(store) {
+  try {
+    store.status = await api.status();
+    $('runtime').textContent = `runtime ${store.status.runtime_id}`;
+  } catch (error) {
+    $('runtime').textContent = error.message;
+  }
+}
+
+async function loadAgents(store, board) {
+  try {
+    const { agents } = await api.agents();
+    for (const agent of agents || []) store.upsertAgent(agent);
+  } catch (error) {
+    $('runtime').textContent = `cannot load agents: ${error.message}`;
+  } finally {
+    board.loaded = true;
+    board.render();
+  }
+}
+
+function main() {
+  initTheme($('theme-toggle'));
+  const store = new Store();
+  const settings = new Settings();
+  const board = new Board($('board'), store, settings);
+  new Drawer(
+    { drawer: $('drawer'), backdrop: $('backdrop'), openButton: $('agents-button'), countBadge: $('agent-count') },
+    store,
+    settings,
+  );
+  board.render();
+  new Live(store, showConnection).start();
+  loadStatus(store);
+  loadAgents(store, board);
+  setInterval(() => {
+    const now = Date.now();
+    for (const el of document.querySelectorAll('[data-live-since]')) {
+      el.textContent = duration(now - Number(el.dataset.liveSince));
+    }
+    board.tick(now);
+  }, 1000);
+}
+
+main();

@@ -1,0 +1,237 @@
+// One card per timeline record. A card keeps what the reader opened or closed across the
+// updates of its record, and redraws only its output while a command streams.
+
+import { h, replaceChildren } from './dom.js';
+import { clock, countLines, diffRows, duration, fullTime, relativeTo, typedPieces } from './format.js';
+
+const OPERATION_LABELS = { created: 'Added', edited: 'Edited', deleted: 'Deleted', renamed: 'Renamed' };
+const DIFF_KINDS = {
+  add: 'add', added: 'add', insert: 'add', '+': 'add',
+  del: 'del', removed: 'del', delete: 'del', '-': 'del',
+  ctx: 'ctx', context: 'ctx', equal: 'ctx', ' ': 'ctx',
+  hunk: 'hunk', note: 'note',
+};
+const DIFF_ROWS_SHOWN = 400;
+
+export class Card {
+  constructor(record, ctx) {
+    this.ctx = ctx; // {store, workdir(): the column's current workdir}
+    this.el = h('article', { class: 'card', 'data-testid': 'card' });
+    this.outputOpen = undefined; // undefined: follow the default (open while running)
+    this.filesOpen = new Map(); // path -> open
+    this.commandOpen = false;
+    this.allDiffRows = new Set();
+    this.outputEl = null;
+    this.update(record);
+  }
+
+  update(record) {
+    this.record = record;
+    const el = this.el;
+    el.dataset.presentationId = record.presentation_id;
+    el.dataset.kind = record.kind;
+    el.dataset.status = record.status || '';
+    const failed = record.kind === 'command' ? commandFailed(record) : record.status === 'error';
+    el.className = `card card-${record.kind} status-${record.status || 'unknown'}${failed ? ' failed' : ''}`;
+    const build = BUILDERS[record.kind] || buildGeneric;
+    replaceChildren(el, build.call(this, record));
+  }
+
+  // Streamed output arrived for this command: redraw just the output text.
+  refreshOutput() {
+    if (!this.outputEl) {
+      this.update(this.record); // the first output of a command that had none
+      return;
+    }
+    const pre = this.outputEl;
+    const atBottom = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 8;
+    const text = this.ctx.store.outputOf(this.record);
+    pre.textContent = text;
+    this.outputSummary.textContent = outputLabel(text, this.record);
+    if (atBottom) pre.scrollTop = pre.scrollHeight;
+  }
+}
+
+function head(icon, title, record, ...extra) {
+  return h(
+    'div',
+    { class: 'card-head' },
+    h('span', { class: 'kind-icon', 'aria-hidden': 'true', text: icon }),
+    title,
+    h('span', { class: 'spacer' }),
+    ...extra,
+    h('time', { class: 'time', datetime: record.started_at || '', title: fullTime(record.started_at_ms), text: clock(record.started_at_ms) }),
+  );
+}
+
+function statusBadge(record) {
+  if (record.status === 'running') {
+    return h('span', { class: 'badge running', 'data-testid': 'status' }, h('span', { class: 'pulse' }), 'running');
+  }
+  if (record.kind !== 'command') {
+    const ok = record.status === 'ok';
+    return h('span', { class: `badge ${ok ? 'ok' : 'fail'}`, 'data-testid': 'status', text: record.status || '?' });
+  }
+  const code = record.exit_code;
+  const reason = record.termination_reason;
+  const ended = !reason || reason === 'exit' || reason === 'exited';
+  // A killed or timed-out command's exit code is the signal's artefact: name the reason.
+  const text = !ended ? reason : code === null || code === undefined ? 'exited' : `exit ${code}`;
+  const title = code === null || code === undefined ? undefined : `exit code ${code}`;
+  return h('span', { class: `badge ${commandFailed(record) ? 'fail' : 'ok'}`, 'data-testid': 'status', title, text });
+}
+
+function commandFailed(record) {
+  const reason = record.termination_reason;
+  return record.status !== 'running' && (record.exit_code !== 0 || !!(reason && reason !== 'exit' && reason !== 'exited'));
+}
+
+function outputLabel(text, record) {
+  const lines = countLines(text);
+  const cut = record.output_truncated ? ' · tail' : '';
+  return `Output · ${lines} line${lines === 1 ? '' : 's'}${cut}`;
+}
+
+function buildCommand(record) {
+  const running = record.status === 'running';
+  const command = h('code', {
+    class: `command${this.commandOpen ? ' open' : ''}`,
+    'data-testid': 'command',
+    title: 'Click to show the whole command',
+    text: record.command || '',
+    onclick: (event) => {
+      this.commandOpen = !this.commandOpen;
+      event.currentTarget.classList.toggle('open', this.commandOpen);
+    },
+  });
+  const meta = h('div', { class: 'meta' }, statusBadge(record));
+  if (running) {
+    meta.append(h('span', { class: 'duration', 'data-live-since': String(record.started_at_ms || Date.now()), text: duration(Date.now() - record.started_at_ms) }));
+  } else if (record.duration_ms !== null && record.duration_ms !== undefined) {
+    meta.append(h('span', { class: 'duration', title: 'duration', text: duration(record.duration_ms) }));
+  }
+  if (record.poll_count) {
+    meta.append(h('span', { class: 'polls', title: 'empty write_stdin polls folded into this command', text: `${record.poll_count} poll${record.poll_count === 1 ? '' : 's'}` }));
+  }
+  const workdir = this.ctx.workdir();
+  if (record.cwd && record.cwd !== workdir) {
+    meta.append(h('span', { class: 'cwd', title: record.cwd, text: relativeTo(record.cwd, workdir) }));
+  }
+  const text = this.ctx.store.outputOf(record);
+  this.outputEl = null;
+  let output = null;
+  if (text || running) {
+    const open = this.outputOpen ?? running;
+    this.outputSummary = h('summary', { text: outputLabel(text, record) });
+    this.outputEl = h('pre', { class: 'output', 'data-testid': 'output', text });
+    output = h('details', { class: 'output-box', open }, this.outputSummary, this.outputEl);
+    output.addEventListener('toggle', () => {
+      this.outputOpen = output.open;
+    });
+    // Show the newest lines first; drawn before layout, so defer the scroll.
+    requestAnimationFrame(() => {
+      if (this.outputEl) this.outputEl.scrollTop = this.outputEl.scrollHeight;
+    });
+  }
+  return [head('$', command, record), meta, output];
+}
+
+function buildFiles(record) {
+  const files = record.files || [];
+  const title = h('span', { class: 'title', text: files.length === 1 ? 'apply_patch' : `apply_patch · ${files.length} files` });
+  const workdir = record.workdir || this.ctx.workdir();
+  const boxes = files.map((file) => fileBox.call(this, file, workdir));
+  return [head('±', title, record), ...boxes];
+}
+
+function fileBox(file, workdir) {
+  const operation = file.operation || 'edited';
+  const key = file.path;
+  const open = this.filesOpen.get(key) ?? true;
+  const path = h('code', { class: 'path', title: file.path, text: relativeTo(file.path, workdir) });
+  const label = [h('span', { class: `op op-${operation}`, 'data-testid': 'file-op', text: OPERATION_LABELS[operation] || operation })];
+  if (operation === 'renamed' && file.old_path) {
+    label.push(h('code', { class: 'path old', title: file.old_path, text: relativeTo(file.old_path, workdir) }), h('span', { class: 'arrow', text: '→' }));
+  }
+  label.push(path, h('span', { class: 'spacer' }));
+  if (file.added) label.push(h('span', { class: 'adds', text: `+${file.added}` }));
+  if (file.removed) label.push(h('span', { class: 'dels', text: `−${file.removed}` }));
+  const box = h('details', { class: 'file', 'data-testid': 'file', open }, h('summary', {}, ...label));
+  box.addEventListener('toggle', () => this.filesOpen.set(key, box.open));
+  if (Array.isArray(file.diff)) box.append(diffTable.call(this, file, key));
+  return box;
+}
+
+function diffTable(file, key) {
+  const rows = diffRows(file.diff);
+  const showAll = this.allDiffRows.has(key);
+  const shown = showAll ? rows : rows.slice(0, DIFF_ROWS_SHOWN);
+  const table = h('div', { class: 'diff', 'data-testid': 'diff' });
+  for (const row of shown) {
+    const kind = DIFF_KINDS[row.kind] || 'ctx';
+    const sign = kind === 'add' ? '+' : kind === 'del' ? '-' : kind === 'ctx' ? ' ' : '';
+    table.append(
+      h(
+        'div',
+        { class: `diff-row ${kind}`, 'data-testid': 'diff-row', 'data-kind': kind },
+        h('span', { class: 'ln', text: row.old ?? '' }),
+        h('span', { class: 'ln', text: row.new ?? '' }),
+        h('span', { class: 'sign', text: sign }),
+        h('span', { class: 'txt', text: row.text }),
+      ),
+    );
+  }
+  if (shown.length < rows.length) {
+    table.append(
+      h('button', {
+        class: 'link more-rows',
+        text: `Show ${rows.length - shown.length} more rows`,
+        onclick: () => {
+          this.allDiffRows.add(key);
+          this.update(this.record);
+        },
+      }),
+    );
+  }
+  if (file.diff_truncated) table.append(h('div', { class: 'diff-row note', text: 'diff cut here by the observer' }));
+  return table;
+}
+
+// The command a session runs says more than its handle; the handle stays in the tooltip.
+function sessionLabel(record, store) {
+  const handle = record.session_handle || '';
+  const command = store.records.get(store.handles.get(handle))?.command;
+  return h('code', { class: 'handle', title: handle ? `session ${handle}` : '', text: command || handle || 'unknown session' });
+}
+
+function buildStdin(record) {
+  const typed = h('code', { class: 'chars', 'data-testid': 'chars' });
+  for (const piece of typedPieces(record.chars)) {
+    typed.append(piece.key ? h('kbd', { class: 'key', text: piece.key }) : document.createTextNode(piece.text));
+  }
+  const title = h('span', { class: 'title' }, 'typed into ', sessionLabel(record, this.ctx.store));
+  return [head('⌨', title, record, statusBadge(record)), h('div', { class: 'typed' }, typed)];
+}
+
+function buildKill(record) {
+  const title = h('span', { class: 'title' }, 'killed ', sessionLabel(record, this.ctx.store));
+  const parts = [head('✕', title, record, statusBadge(record))];
+  if (record.summary) parts.push(h('div', { class: 'summary', text: record.summary }));
+  return parts;
+}
+
+function buildGeneric(record) {
+  const title = h('span', { class: 'title', text: record.tool_name || record.kind || 'call' });
+  const parts = [head('•', title, record, statusBadge(record))];
+  if (record.summary && record.summary !== record.error) parts.push(h('div', { class: 'summary', text: record.summary }));
+  if (record.error) parts.push(h('pre', { class: 'error', 'data-testid': 'error', text: record.error }));
+  return parts;
+}
+
+const BUILDERS = {
+  command: buildCommand,
+  file_changes: buildFiles,
+  stdin: buildStdin,
+  kill: buildKill,
+  generic: buildGeneric,
+};

@@ -1,0 +1,110 @@
+// The event stream: applies pushed events to the store, reconnects, and after any break
+// (a gap, an error, the first connection) re-reads what changed meanwhile.
+
+import * as api from './api.js';
+
+// Clocks of the page and the runtime are the same machine's, but a record may be written
+// a little after the moment it reports; look back a little further than strictly needed.
+const RECOVERY_MARGIN_MS = 5000;
+const RECOVERY_PAGES = 20;
+const RETRY_FIRST_MS = 1000;
+const RETRY_MAX_MS = 15000;
+
+export class Live {
+  constructor(store, onState) {
+    this.store = store;
+    this.onState = onState;
+    this.retryMs = RETRY_FIRST_MS;
+    // The first connection re-reads what changed since the page started loading.
+    this.recoverOnOpen = true;
+    this.lostAt = Date.now();
+    this.source = null;
+  }
+
+  start() {
+    this.open();
+  }
+
+  open() {
+    clearTimeout(this.retryTimer);
+    const source = new EventSource(api.eventsUrl());
+    this.source = source;
+    this.onState(this.everOpen ? 'reconnecting' : 'connecting');
+    source.onopen = () => {
+      this.everOpen = true;
+      this.retryMs = RETRY_FIRST_MS;
+      this.onState('live');
+      if (this.recoverOnOpen) {
+        this.recoverOnOpen = false;
+        this.recover(this.lostAt);
+      }
+    };
+    source.onmessage = (message) => {
+      let event;
+      try {
+        event = JSON.parse(message.data);
+      } catch {
+        return;
+      }
+      this.handle(event);
+    };
+    source.onerror = () => {
+      if (!this.recoverOnOpen) {
+        this.recoverOnOpen = true;
+        this.lostAt = Date.now();
+      }
+      if (source.readyState === EventSource.CLOSED) {
+        // The browser gave up (the viewer answered with an error): retry ourselves.
+        this.onState('offline');
+        this.retryTimer = setTimeout(() => this.open(), this.retryMs);
+        this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
+      } else {
+        this.onState('reconnecting');
+      }
+    };
+  }
+
+  handle(event) {
+    if (!event || typeof event !== 'object') return;
+    this.store.lastEventMs = Math.max(this.store.lastEventMs, event.emitted_at_ms || 0);
+    const payload = event.payload || {};
+    switch (event.event_type) {
+      case 'agent_first_seen':
+      case 'agent_updated':
+        this.store.upsertAgent(payload);
+        break;
+      case 'presentation_updated':
+        this.store.upsertRecord(payload);
+        break;
+      case 'output':
+        this.store.appendOutput(event.presentation_id, payload.session_handle, payload.display_text);
+        break;
+      case 'gap':
+        this.recover(payload.recovery_since_ms ?? this.store.lastEventMs);
+        break;
+      default:
+        break;
+    }
+  }
+
+  async recover(sinceMs) {
+    const since = Math.max(0, (sinceMs || Date.now()) - RECOVERY_MARGIN_MS);
+    try {
+      const { agents } = await api.agents();
+      for (const agent of agents || []) this.store.upsertAgent(agent);
+      let cursor = null;
+      for (let page = 0; page < RECOVERY_PAGES; page++) {
+        const found = await api.timeline({ recovery_since_ms: Math.floor(since), limit: 100, cursor });
+        for (const record of found.records || []) this.store.upsertRecord(record);
+        cursor = found.next_cursor;
+        if (!cursor) break;
+      }
+    } catch {
+      // Try again on the next connection.
+      if (!this.recoverOnOpen) {
+        this.recoverOnOpen = true;
+        this.lostAt = since;
+      }
+    }
+  }
+}

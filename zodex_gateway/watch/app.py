@@ -1,0 +1,264 @@
+"""The watch host's HTTP app: Liveboard and an allowlisted proxy, behind a capability URL.
+
+A guard runs before any route: a ``Host`` header that is not the bound loopback address
+is a 421 (DNS rebinding), a first path segment that is not the per-run secret (compared
+in constant time) is a 404, and so is any method but GET and PUT; a PUT from another
+page's origin is a 403. Under ``/<secret>/`` the routes are Liveboard's
+files, the observer's read routes and its one write route (the alias). Anything else is a
+404. Every response is ``no-store``, sends no referrer (the secret is in the URL) and
+carries a strict content security policy; no CORS header is ever sent.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+from pathlib import Path
+from typing import Final
+from urllib.parse import quote
+
+import anyio
+import httpx
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from zodex_gateway.liveboard import STATIC_DIR
+from zodex_gateway.watch.proxy import ObserverProxy, ObserverUnavailable
+
+SCHEMA_VERSION: Final = 1
+MAX_ALIAS_BODY: Final = 4096
+# Ids the observer hands out (4-character agents, 13-character invocations), with room to grow;
+# never "." or "..", which a URL parser would fold into the path.
+_ID: Final = r"[A-Za-z0-9_-][A-Za-z0-9_.~-]{0,127}"
+_READ_ROUTES: Final = tuple(
+    re.compile(pattern)
+    for pattern in (
+        "status",
+        "agents",
+        f"agents/{_ID}",
+        "timeline",
+        f"timeline/{_ID}",
+        "invocations",
+        f"invocations/{_ID}",
+        f"invocations/{_ID}/output",
+    )
+)
+_STATIC_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(html|js|css|svg)")
+_CONTENT_TYPES: Final = {
+    "html": "text/html; charset=utf-8",
+    "js": "text/javascript; charset=utf-8",
+    "css": "text/css; charset=utf-8",
+    "svg": "image/svg+xml",
+}
+_SECURITY_HEADERS: Final = (
+    (b"cache-control", b"no-store"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:;"
+        b" base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    ),
+)
+_OWN_HEADER_NAMES: Final = frozenset(name for name, _ in _SECURITY_HEADERS)
+
+
+def error_response(status_code: int, message: str) -> Response:
+    body = json.dumps({"schema_version": SCHEMA_VERSION, "error": message}).encode()
+    return Response(body, status_code=status_code, media_type="application/json")
+
+
+class _Guard:
+    """Host and secret checks, security headers; strips ``/<secret>`` before the routes."""
+
+    def __init__(self, app: ASGIApp, secret: str, port: int) -> None:
+        self._app = app
+        self._secret = secret.encode()
+        self._hosts = {f"127.0.0.1:{port}".encode(), f"localhost:{port}".encode()}
+        self._origins = {b"http://" + host for host in self._hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # no lifespan, no websockets
+
+        async def send_secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                kept = [h for h in message.get("headers", []) if h[0].lower() not in _OWN_HEADER_NAMES]
+                message = {**message, "headers": [*kept, *_SECURITY_HEADERS]}
+            await send(message)
+
+        headers = dict(scope["headers"])
+        path: str = scope["path"]
+        first = path[1:].split("/", 1)[0]
+        inner = path[len(first) + 1 :]
+        refusal: Response | None = None
+        if headers.get(b"host", b"").lower() not in self._hosts:
+            refusal = error_response(421, "this viewer answers only on its own loopback address")
+        elif not hmac.compare_digest(first.encode(), self._secret) or scope["method"] not in ("GET", "PUT"):
+            refusal = error_response(404, "not found")
+        elif scope["method"] == "PUT" and headers.get(b"origin", b"").lower() not in (b"", *self._origins):
+            # Browsers preflight a cross-origin PUT (and get no CORS answer); this is for the rest.
+            refusal = error_response(403, "writes come only from Liveboard's own page")
+        elif not inner:
+            # Liveboard's URLs are relative: they need the trailing slash.
+            refusal = RedirectResponse(f"/{first}/", status_code=308)
+        if refusal is not None:
+            await refusal(scope, receive, send_secured)
+            return
+        scope = {**scope, "path": inner, "raw_path": inner.encode(), "root_path": ""}
+        await self._app(scope, receive, send_secured)
+
+
+class _EventStream(Response):
+    """The observer's event stream, passed through chunk by chunk as it arrives.
+
+    Ends when the browser goes away, the observer ends the stream, or the host stops;
+    the upstream response is closed in every case, so the observer drops its subscriber.
+    """
+
+    def __init__(self, upstream: httpx.Response, closing: anyio.Event) -> None:
+        # Not Response.__init__: it would declare a Content-Length for an empty body.
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        self._upstream = upstream
+        self._closing = closing
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            async with anyio.create_task_group() as group:
+
+                async def pump() -> None:
+                    try:
+                        async for chunk in self._upstream.aiter_raw():
+                            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    except httpx.HTTPError:
+                        pass  # the observer went away: end the browser's stream, it reconnects
+                    group.cancel_scope.cancel()
+
+                async def until_disconnect() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    group.cancel_scope.cancel()
+
+                async def until_closing() -> None:
+                    await self._closing.wait()
+                    group.cancel_scope.cancel()
+
+                group.start_soon(pump)
+                group.start_soon(until_disconnect)
+                group.start_soon(until_closing)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._upstream.aclose()
+
+
+class WatchRoutes:
+    def __init__(self, proxy: ObserverProxy, static_dir: Path) -> None:
+        self._proxy = proxy
+        self._static_dir = static_dir
+        self.closing = anyio.Event()
+
+    async def index(self, request: Request) -> Response:
+        return self._file("index.html")
+
+    async def static(self, request: Request) -> Response:
+        return self._file(request.path_params["name"])
+
+    def _file(self, name: str) -> Response:
+        match = _STATIC_NAME.fullmatch(name)
+        if match is None:
+            return error_response(404, "not found")
+        try:
+            content = (self._static_dir / name).read_bytes()
+        except OSError:
+            return error_response(404, "not found")
+        return Response(content, media_type=_CONTENT_TYPES[match.group(1)])
+
+    async def read(self, request: Request) -> Response:
+        route = request.path_params["route"]
+        if not any(pattern.fullmatch(route) for pattern in _READ_ROUTES):
+            return error_response(404, "not found")
+        return await self._forward(request, f"/v1/{quote(route)}")
+
+    async def events(self, request: Request) -> Response:
+        try:
+            upstream = await self._proxy.send(
+                "GET", "/v1/events", request.url.query, request.headers, stream=True
+            )
+        except ObserverUnavailable as exc:
+            return error_response(exc.status_code, exc.message)
+        if upstream.status_code != 200:
+            try:
+                await upstream.aread()
+            finally:
+                await upstream.aclose()
+            return _relay(upstream)
+        return _EventStream(upstream, self.closing)
+
+    async def alias(self, request: Request) -> Response:
+        agent_id = request.path_params["agent_id"]
+        if re.fullmatch(_ID, agent_id) is None:
+            return error_response(404, "not found")
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return error_response(415, "send the alias as application/json")
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_ALIAS_BODY:
+                return error_response(413, "the alias request is too large")
+        return await self._forward(request, f"/v1/agents/{quote(agent_id)}/alias", body=body)
+
+    async def _forward(self, request: Request, path: str, *, body: bytes | None = None) -> Response:
+        try:
+            upstream = await self._proxy.send(
+                request.method, path, request.url.query, request.headers, body=body
+            )
+        except ObserverUnavailable as exc:
+            return error_response(exc.status_code, exc.message)
+        return _relay(upstream)
+
+
+def _relay(upstream: httpx.Response) -> Response:
+    """Status, content type and body only: no upstream header reaches the browser."""
+    media_type = upstream.headers.get("content-type", "application/json")
+    return Response(upstream.content, status_code=upstream.status_code, media_type=media_type)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    # A wrong method on a known path is a 404 too: the viewer exposes nothing beyond its routes.
+    return error_response(404, "not found")
+
+
+def create_watch_app(
+    secret: str, proxy: ObserverProxy, *, port: int, static_dir: Path = STATIC_DIR
+) -> tuple[ASGIApp, WatchRoutes]:
+    """The app for a host bound to ``127.0.0.1:port``, and its routes (whose ``closing``
+    event ends every open event stream when set)."""
+    if len(secret) < 32:
+        raise ValueError("the viewer's secret must be at least 32 characters")
+    routes = WatchRoutes(proxy, static_dir)
+    app = Starlette(
+        routes=[
+            Route("/", routes.index, methods=["GET"]),
+            Route("/static/{name}", routes.static, methods=["GET"]),
+            Route("/api/v1/events", routes.events, methods=["GET"]),
+            Route("/api/v1/agents/{agent_id}/alias", routes.alias, methods=["PUT"]),
+            Route("/api/v1/{route:path}", routes.read, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: _not_found},
+    )
+    # A redirect would point outside the secret prefix: near misses are plain 404s.
+    app.router.redirect_slashes = False
+    return _Guard(app, secret, port), routes
