@@ -126,6 +126,7 @@ def status(as_json: bool) -> None:
     click.echo(f"  started:          {info['started_at']}")
     click.echo(f"  expires:          {info['expires_at'] or 'never'}")
     click.echo(f"  MCP URL:          {info['mcp_url']}")
+    click.echo(f"  observer API:     {info['observer_url'] or 'none'} (watch it: `zodex local watch`)")
     click.echo(f"  active processes: {info['active_process_count']}")
 
 

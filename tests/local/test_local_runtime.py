@@ -42,6 +42,7 @@ async def test_start_serve_status_stop(tmp_path: Path) -> None:
             status = local.status()
             assert status["running"] is True
             assert status["runtime_id"] == discovery["runtime_id"]
+            assert status["observer_url"] == discovery["observability"]["base_url"]
             assert status["active_process_count"] == 1
             await mcp.write(running["session_handle"], kill_process=True)
             assert local.status()["active_process_count"] == 0

@@ -219,6 +219,7 @@ def status(paths: LocalPaths) -> dict[str, Any]:
         "expires_at": discovery.expires_at,
         "mcp_url": discovery.mcp["url"],
         "token_path": discovery.mcp["token_path"],
+        "observer_url": discovery.observability.get("base_url"),
         "active_process_count": active_process_count(discovery),
     }
 
