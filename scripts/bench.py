@@ -12,7 +12,9 @@ Prints each figure next to its floor and the ratio, so results compare across ma
 - p50/p99 of a trivial call while 16 sessions in 4 workdirs stream output;
 - RSS of the gateway, of an idle worker, and of a worker after one session printed 100 MB;
 - ``apply_patch`` of 200 chunks over a 20,000-line file, end to end;
-- the throughput above with history on against a gateway started with ``--no-history``.
+- the throughput above with history on against a gateway started with ``--no-history``;
+- on a Local runtime (``zodex local start``, MCP over HTTP): trivial exec p50 and the
+  throughput with a viewer subscribed to ``/v1/events`` (output included) against none.
 
 Benchmarks are not tests: nothing here asserts; targets are printed beside the figures.
 """
@@ -33,9 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 SHELL = os.environ.get("SHELL") or "/bin/sh"
 GATEWAY = str(Path(sys.executable).parent / "zodex-gateway")
@@ -149,6 +153,95 @@ def make_patch(lines: int, chunks: int) -> tuple[str, str]:
         parts.append(f" line {at + 1} of the benchmark file")
     parts.append("*** End Patch")
     return original, "\n".join(parts) + "\n"
+
+
+class Viewer:
+    """A subscriber to the observer's event stream that reads (and parses) every frame."""
+
+    def __init__(self, base_url: str, bearer: str) -> None:
+        self.events = 0
+        self._url = f"{base_url}/v1/events"
+        self._headers = {"Authorization": f"Bearer {bearer}"}
+        self._ready = asyncio.Event()
+
+    async def run(self) -> None:
+        async with (
+            httpx.AsyncClient(timeout=None) as http,
+            http.stream("GET", self._url, headers=self._headers) as response,
+        ):
+            self._ready.set()
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    json.loads(line[5:])
+                    self.events += 1
+
+    async def start(self) -> asyncio.Task[None]:
+        task = asyncio.create_task(self.run())
+        await self._ready.wait()
+        return task
+
+
+async def local_viewer_rows(
+    root: Path, env: dict[str, str], workdir: Path, n: int, f50: float, mbps: float
+) -> list[tuple[str, str, str, str, str]]:
+    """What a live viewer costs the model: the same calls with and without a subscriber."""
+    zodex = str(Path(sys.executable).parent / "zodex")
+    local_env = {**env, "XDG_CONFIG_HOME": str(root / "config"), "SHELL": SHELL}
+    subprocess.run([zodex, "local", "start", str(root)], env=local_env, check=True, capture_output=True)
+    try:
+        discovery = json.loads((root / "state/zodex/local/runtime/discovery.json").read_text())
+        token = Path(discovery["mcp"]["token_path"]).read_text().strip()
+        observer = discovery["observability"]
+        bearer = Path(observer["bearer_token_path"]).read_text().strip()
+        headers = {"X-Zodex-Local-Token": token}
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=300) as http,
+            Client(streamable_http_client(discovery["mcp"]["url"], http_client=http)) as client,
+        ):
+            bench = Bench(client, root)
+            await bench.trivial(20, workdir)
+            alone = await bench.trivial(n, workdir)
+            alone_tp = min(await timed_runs(bench, workdir))
+            viewer = Viewer(observer["base_url"], bearer)
+            watching = await viewer.start()
+            watched = await bench.trivial(n, workdir)
+            watched_tp = min(await timed_runs(bench, workdir))
+            watching.cancel()
+    finally:
+        subprocess.run([zodex, "local", "stop"], env=local_env, check=True, capture_output=True)
+    a50, w50 = percentile(alone, 50), percentile(watched, 50)
+    return [
+        (
+            "Local trivial exec p50, no viewer",
+            f"{a50 * 1000:.2f} ms",
+            f"{f50 * 1000:.2f} ms",
+            f"{a50 / f50:.2f}x",
+            "",
+        ),
+        (
+            "Local trivial exec p50, viewer watching",
+            f"{w50 * 1000:.2f} ms",
+            f"{f50 * 1000:.2f} ms",
+            f"{w50 / f50:.2f}x",
+            f"{w50 / a50:.2f}x of no viewer ({viewer.events} events read)",
+        ),
+        (
+            "Local seq throughput, viewer vs none",
+            f"{mbps / watched_tp:.1f} MB/s",
+            f"{mbps / alone_tp:.1f} MB/s",
+            f"{alone_tp / watched_tp:.2f}x",
+            "",
+        ),
+    ]
+
+
+async def timed_runs(bench: Bench, workdir: Path) -> list[float]:
+    runs = []
+    for _ in range(3):
+        started = time.perf_counter()
+        await bench.run_to_end("seq 1 1000000", workdir)
+        runs.append(time.perf_counter() - started)
+    return runs
 
 
 async def main(quick: bool) -> None:
@@ -278,6 +371,8 @@ async def main(quick: bool) -> None:
         f"{z_off / z_tp:.2f}x",
         "≥ 0.8x",
     ))  # fmt: skip
+
+    rows += await local_viewer_rows(root, env, dirs[3], n, f50, mbps)
 
     shutil.rmtree(root, ignore_errors=True)
     print(

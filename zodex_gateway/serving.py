@@ -97,7 +97,9 @@ def listen(host: str, port: int) -> socket.socket:
     """Bind and listen before serving, so the port (possibly 0 → random) is known and
     connections queue from the first instant."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY only on sockets whose proto says
+    # TCP, and without it a response's headers and body meet Nagle and delayed ACKs (~40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

@@ -30,7 +30,8 @@ class WatchHost:
 
     def __init__(self, source: AccessSource, *, static_dir: Path = STATIC_DIR) -> None:
         self.secret = secrets.token_urlsafe(SECRET_BYTES)
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP: asyncio then sets TCP_NODELAY (see zodex_gateway.serving.listen).
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         try:
             self._sock.bind((LOOPBACK, 0))
             self._sock.listen(128)  # connections queue from now on, before uvicorn runs
