@@ -8,10 +8,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.async_api import Locator, Page, Response, expect
 
+from tests.support.gateway import wait_for
 from tests.support.local import LocalEnv, local_env
 from tests.watch.live_support import ARTIFACTS, Watching, bearer_of, call, chromium, connected, watching
 
@@ -133,7 +135,8 @@ async def test_command_output_streams_into_its_column(tmp_path: Path) -> None:
             assert log.responses
             for response in log.responses:
                 assert bearer not in json.dumps(await response.all_headers()), response.url
-                if not response.url.endswith("/api/v1/events"):
+                # An event stream's body is read by the page, frame by frame (checked above).
+                if not urlsplit(response.url).path.endswith("/api/v1/events"):
                     assert bearer not in await response.text(), response.url
                 assert bearer not in response.url
             assert log.errors == []
@@ -219,6 +222,8 @@ async def test_columns_follow_the_settings_and_theme_persists(tmp_path: Path) ->
                 for n in range(5)
             ]
             page = await browser.new_page()
+            streams: list[str] = []
+            page.on("request", lambda r: streams.append(r.url) if "/api/v1/events" in r.url else None)
             await open_board(page, watch)
             await expect(page.get_by_test_id("column")).to_have_count(4)
             await page.get_by_test_id("agents-button").click()
@@ -234,6 +239,16 @@ async def test_columns_follow_the_settings_and_theme_persists(tmp_path: Path) ->
             await toggle.check()
             await expect(column(page, hidden)).to_be_visible()
             await expect(page.get_by_test_id("column")).to_have_count(2)
+            # Output is streamed only for the agents whose columns are shown.
+            shown = await page.get_by_test_id("column").evaluate_all("cs => cs.map(c => c.dataset.agentId)")
+            wanted = ",".join(sorted(shown))
+            await wait_for(
+                lambda: (
+                    bool(streams)
+                    and parse_qs(urlsplit(streams[-1]).query).get("output_agent_ids") == [wanted]
+                ),
+                what=f"an event stream for output of {wanted} only",
+            )
             await page.keyboard.press("Escape")
             await expect(page.get_by_test_id("agents-drawer")).to_be_hidden()
 

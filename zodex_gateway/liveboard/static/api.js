@@ -52,6 +52,9 @@ export async function setAlias(agentId, alias) {
   return parse(response);
 }
 
-export function eventsUrl() {
-  return url('events').toString();
+// outputAgents: the agents whose output to stream (their columns are shown); none → no
+// output at all. Other events come for every agent: the drawer and headers need them.
+export function eventsUrl(outputAgents) {
+  const params = outputAgents.length ? { output_agent_ids: outputAgents.join(',') } : { include_output: 'false' };
+  return url('events', params).toString();
 }

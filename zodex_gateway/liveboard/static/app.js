@@ -51,10 +51,13 @@ function main() {
     store,
     settings,
   );
+  const live = new Live(store, showConnection);
+  board.onColumns = (ids) => live.setOutputAgents(ids);
   board.render();
-  new Live(store, showConnection).start();
   loadStatus(store);
-  loadAgents(store, board);
+  // The stream opens once the columns are known, so it need not reopen at once; what
+  // happened before it opened is read back from the timeline on its first connection.
+  loadAgents(store, board).finally(() => live.start());
   setInterval(() => {
     const now = Date.now();
     for (const el of document.querySelectorAll('[data-live-since]')) {

@@ -39,6 +39,7 @@ export class Board {
 
   render() {
     const ids = visibleAgentIds(this.store, this.settings);
+    this.onColumns?.(ids);
     for (const [id, column] of this.columns) {
       if (!ids.includes(id)) {
         column.destroy();

@@ -19,15 +19,29 @@ export class Live {
     this.recoverOnOpen = true;
     this.lostAt = Date.now();
     this.source = null;
+    this.outputAgents = [];
   }
 
   start() {
     this.open();
   }
 
+  // Output streams only for shown columns: a board hiding a busy agent does not carry
+  // its output. A change of columns reopens the stream and re-reads what changed meanwhile.
+  setOutputAgents(ids) {
+    const wanted = [...ids].sort();
+    if (wanted.join(',') === this.outputAgents.join(',')) return;
+    this.outputAgents = wanted;
+    if (!this.source) return;
+    this.source.close();
+    this.recoverOnOpen = true;
+    this.lostAt = Date.now();
+    this.open();
+  }
+
   open() {
     clearTimeout(this.retryTimer);
-    const source = new EventSource(api.eventsUrl());
+    const source = new EventSource(api.eventsUrl(this.outputAgents));
     this.source = source;
     this.onState(this.everOpen ? 'reconnecting' : 'connecting');
     source.onopen = () => {
@@ -79,9 +93,12 @@ export class Live {
       case 'output':
         this.store.appendOutput(event.presentation_id, payload.session_handle, payload.display_text);
         break;
-      case 'gap':
-        this.recover(payload.recovery_since_ms ?? this.store.lastEventMs);
+      case 'gap': {
+        // 0 means the hub cannot tell when the missed events began: use our own last one.
+        const hints = [payload.recovery_since_ms, this.store.lastEventMs].filter((ms) => ms > 0);
+        this.recover(hints.length ? Math.min(...hints) : this.lostAt);
         break;
+      }
       default:
         break;
     }
