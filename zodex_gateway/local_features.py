@@ -75,7 +75,6 @@ async def open_features(supervisor: Supervisor, options: FeatureOptions) -> Open
         )
     store = HistoryStore(supervisor.runtime.state_dir / "history")
     hub = EventHub()
-    hub.bind(asyncio.get_running_loop())
     feed = ObserverFeed(store, hub)
     capture = EventCapture(store, supervisor.context, supervisor.codec, sink=feed.worker_events)
     supervisor.on_new_worker = capture.attach

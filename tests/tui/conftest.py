@@ -29,14 +29,16 @@ class Served:
     clock: Clock
     seeded: Seeded
     hub: EventHub | None
+    loop: asyncio.AbstractEventLoop  # the server's: the hub is used on it only
 
     def publish(self, event_type: str, payload: dict[str, Any], **keys: str | None) -> None:
-        assert self.hub is not None, "this observer was served without a hub"
-        self.hub.publish_threadsafe(event_type, payload, **keys)
+        hub = self.hub
+        assert hub is not None, "this observer was served without a hub"
+        self.loop.call_soon_threadsafe(lambda: hub.publish(event_type, payload, **keys))
 
 
 @contextmanager
-def _serve(store: HistoryStore, hub: EventHub | None) -> Iterator[str]:
+def _serve(store: HistoryStore, hub: EventHub | None) -> Iterator[tuple[str, asyncio.AbstractEventLoop]]:
     app = create_observer_app(store, runtime_id=RUNTIME_ID, bearer_token=BEARER, started_at=T0, hub=hub)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -48,8 +50,6 @@ def _serve(store: HistoryStore, hub: EventHub | None) -> Iterator[str]:
 
     async def main() -> None:
         loops.append(asyncio.get_running_loop())
-        if hub is not None:
-            hub.bind(loops[0])
         started.set()
         await server.serve(sockets=[sock])
 
@@ -57,7 +57,7 @@ def _serve(store: HistoryStore, hub: EventHub | None) -> Iterator[str]:
     thread.start()
     assert started.wait(10)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", loops[0]
     finally:
         if hub is not None:
             loops[0].call_soon_threadsafe(hub.close)  # open event streams would hold the shutdown
@@ -75,5 +75,5 @@ def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
     with HistoryStore(tmp_path / "history", clock=clock) as store:
         seeded = seed(store, clock)
         hub = EventHub() if with_hub else None
-        with _serve(store, hub) as base_url:
-            yield Served(ObserverAccess(base_url, BEARER, RUNTIME_ID), store, clock, seeded, hub)
+        with _serve(store, hub) as (base_url, loop):
+            yield Served(ObserverAccess(base_url, BEARER, RUNTIME_ID), store, clock, seeded, hub, loop)

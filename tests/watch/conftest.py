@@ -38,7 +38,6 @@ def observer(store: HistoryStore, seeded: Seeded) -> Iterator[Observer]:
         store, runtime_id=RUNTIME_ID, bearer_token=lambda: bearer[0], started_at=T0, hub=hub, keepalive_s=0.5
     )
     with serve_app(app) as served:
-        hub.bind(served.loop)
         yield Observer(served, hub, bearer)
 
 

@@ -5,8 +5,7 @@ loses its queue and gets a single ``gap`` event instead, telling it to recover f
 timeline, so a slow or stuck viewer never stalls a tool call, a worker, or other viewers.
 A ring of recent events lets a reconnecting viewer resume after ``Last-Event-ID``.
 
-Everything here runs on the gateway's event loop; other threads use
-:meth:`EventHub.publish_threadsafe`.
+Everything here runs on the gateway's event loop.
 """
 
 from __future__ import annotations
@@ -169,7 +168,6 @@ class EventHub:
         self._sequence = 0
         self._ring: deque[Event] = deque(maxlen=RING_SIZE)
         self._subscribers: set[Subscription] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def sequence(self) -> int:
@@ -179,9 +177,6 @@ class EventHub:
     @property
     def has_subscribers(self) -> bool:
         return bool(self._subscribers)
-
-    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
 
     def publish(
         self,
@@ -205,11 +200,6 @@ class EventHub:
         a number for it and forget the ring, so a resume from before it gets a gap."""
         self._sequence += 1
         self._ring.clear()
-
-    def publish_threadsafe(self, event_type: str, payload: dict[str, Any], **keys: str | None) -> None:
-        if self._loop is None:
-            raise RuntimeError("the hub is not bound to a loop")
-        self._loop.call_soon_threadsafe(lambda: self.publish(event_type, payload, **keys))
 
     def subscribe(self, event_filter: EventFilter, *, after: int | None = None) -> Subscription:
         """A new subscription; with ``after`` (a ``Last-Event-ID``), the events since it

@@ -25,7 +25,6 @@ pytestmark = pytest.mark.timeout(60)
 
 @contextlib.asynccontextmanager
 async def serving(store: HistoryStore, hub: EventHub, keepalive_s: float = 15.0) -> AsyncIterator[str]:
-    hub.bind(asyncio.get_running_loop())
     app = create_observer_app(
         store, runtime_id=RUNTIME_ID, bearer_token=BEARER, started_at=T0, hub=hub, keepalive_s=keepalive_s
     )
