@@ -132,7 +132,7 @@ def record_text(
     text.append(clock(record.get("started_at_ms")), style="dim")
     text.append("  ")
     if show_agent:
-        text.append(str(record.get("agent_id") or "????"), style="cyan")
+        text.append(str(record.get("agent_id") or " -- "), style="cyan")
         text.append("  ")
     kind = record.get("kind")
     if kind == "command":
