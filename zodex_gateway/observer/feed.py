@@ -66,7 +66,10 @@ class ObserverFeed:
     def _guarded(self, action: Any, *args: Any) -> None:
         if not self._hub.has_subscribers:
             self._hub.skip()
-            self._cleaners.clear()  # a later viewer starts each stream afresh
+            # A later viewer starts from what it reads then: each output stream afresh,
+            # and no agent change withheld as "already sent".
+            self._cleaners.clear()
+            self._agents_sent.clear()
             return
         # A viewer's feed must never fail a tool call or stop the history capture.
         try:

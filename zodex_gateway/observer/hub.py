@@ -196,7 +196,7 @@ class EventHub:
         return event
 
     def skip(self) -> None:
-        """Something happened that was not published (output while nobody watched): take
+        """Something happened that was not published (nobody was watching): take
         a number for it and forget the ring, so a resume from before it gets a gap."""
         self._sequence += 1
         self._ring.clear()
