@@ -40,26 +40,7 @@ KEYS: Final = "a agents · tab focus · j/k g/G move · enter expand · r raw ·
 class WatchApp(App[int]):
     TITLE = "zodex local watch"
     ENABLE_COMMAND_PALETTE = False  # every action has its own key; ctrl+p would only distract
-    CSS = """
-    Screen { layout: vertical; }
-    #title { height: 1; padding: 0 1; background: $panel; }
-    #body { height: 1fr; }
-    ListPane {
-        border: none; padding: 0; height: 1fr; max-height: 100%; background: $background;
-        text-wrap: nowrap; text-overflow: ellipsis;
-    }
-    ListPane:focus { background-tint: $foreground 3%; }
-    #agents { width: 38; border-right: vkey $panel-lighten-2; }
-    #empty { padding: 1 2; color: $text-muted; }
-    #search { dock: bottom; height: 1; border: none; padding: 0 1; margin-bottom: 1; display: none; }
-    #footer { dock: bottom; height: 1; background: $panel; }
-    #keys { width: 1fr; padding: 0 1; color: $text-muted; }
-    #conn { width: auto; padding: 0 1; }
-    RawScreen { align: center middle; }
-    #raw { width: 95%; height: 90%; background: $surface; border: round $panel-lighten-2; }
-    #raw-title, #raw-keys { height: 1; padding: 0 1; }
-    #raw-body { height: 1fr; padding: 0 1; }
-    """
+    CSS_PATH = "app.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit_viewer", "Quit"),
         Binding("ctrl+c", "quit_viewer", "Quit", show=False, priority=True),
