@@ -7,26 +7,16 @@ import json
 import os
 import re
 import signal
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.gateway import Mcp, http_client, pid_alive, wait_for
-from tests.support.local import LocalEnv, local_env
+from tests.support.gateway import Mcp, pid_alive, wait_for
+from tests.support.local import LocalEnv, connected, local_env
 from zodex_gateway.history import HistoryStore
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@asynccontextmanager
-async def connected(local: LocalEnv) -> AsyncIterator[Mcp]:
-    discovery = local.discovery()
-    token = Path(discovery["mcp"]["token_path"]).read_text().strip()
-    async with http_client(discovery["mcp"]["url"], {"X-Zodex-Local-Token": token}) as mcp:
-        yield mcp
 
 
 async def call(mcp: Mcp, conversation: str, tool: str, **args: Any) -> Any:

@@ -11,16 +11,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.local.test_agents_and_history import call, connected
-from tests.support.local import LocalEnv, local_env
+from tests.local.test_agents_and_history import call
+from tests.support.local import LocalEnv, connected, local_env, observer_bearer
 from tests.support.sse import SseStream, sse
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def observer(local: LocalEnv) -> tuple[str, str]:
-    info = local.discovery()["observability"]
-    return info["base_url"], Path(info["bearer_token_path"]).read_text().strip()
+    return local.discovery()["observability"]["base_url"], observer_bearer(local)
 
 
 def get(local: LocalEnv, path: str, bearer: str | None = None) -> httpx.Response:

@@ -7,13 +7,13 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.gateway import VENV_BIN
+from tests.support.gateway import VENV_BIN, Mcp, http_client
 
 ZODEX = str(VENV_BIN / "zodex")
 
@@ -55,6 +55,20 @@ class LocalEnv:
     def discovery(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads(self.discovery_file.read_text())
         return data
+
+
+def observer_bearer(local: LocalEnv) -> str:
+    """The running runtime's observer bearer, read where discovery says it is."""
+    return Path(local.discovery()["observability"]["bearer_token_path"]).read_text().strip()
+
+
+@asynccontextmanager
+async def connected(local: LocalEnv) -> AsyncIterator[Mcp]:
+    """A real MCP client on the running runtime, over HTTP with its token."""
+    discovery = local.discovery()
+    token = Path(discovery["mcp"]["token_path"]).read_text().strip()
+    async with http_client(discovery["mcp"]["url"], {"X-Zodex-Local-Token": token}) as mcp:
+        yield mcp
 
 
 @contextmanager

@@ -4,28 +4,18 @@ viewer in a pseudo-terminal whose screen is read through pyte."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.gateway import Mcp, http_client
-from tests.support.local import ZODEX, LocalEnv, local_env
+from tests.support.gateway import Mcp
+from tests.support.local import ZODEX, connected, local_env
 from tests.tui.pty_screen import ENTER, ESC, PtyScreen
 
 pytestmark = pytest.mark.timeout(90)
 
 CONVERSATION = "conv-tui"
-
-
-@asynccontextmanager
-async def connected(local: LocalEnv) -> AsyncIterator[Mcp]:
-    discovery = local.discovery()
-    token = Path(discovery["mcp"]["token_path"]).read_text().strip()
-    async with http_client(discovery["mcp"]["url"], {"X-Zodex-Local-Token": token}) as mcp:
-        yield mcp
 
 
 async def call(mcp: Mcp, tool: str, conversation: str = CONVERSATION, **args: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from playwright.async_api import Browser, async_playwright
 
-from tests.support.gateway import Mcp, http_client
+from tests.support.gateway import Mcp
 from tests.support.local import ZODEX, LocalEnv
 from tests.watch.support import LIVEBOARD_LINE
 
@@ -66,18 +66,6 @@ def watching(local: LocalEnv) -> Iterator[Watching]:
     finally:
         if process.poll() is None:
             watch.stop()
-
-
-def bearer_of(local: LocalEnv) -> str:
-    return Path(local.discovery()["observability"]["bearer_token_path"]).read_text().strip()
-
-
-@asynccontextmanager
-async def connected(local: LocalEnv) -> AsyncIterator[Mcp]:
-    discovery = local.discovery()
-    token = Path(discovery["mcp"]["token_path"]).read_text().strip()
-    async with http_client(discovery["mcp"]["url"], {"X-Zodex-Local-Token": token}) as mcp:
-        yield mcp
 
 
 async def call(mcp: Mcp, conversation: str, tool: str, **args: Any) -> Any:

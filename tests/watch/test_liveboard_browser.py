@@ -14,8 +14,8 @@ import pytest
 from playwright.async_api import Locator, Page, Response, expect
 
 from tests.support.gateway import wait_for
-from tests.support.local import LocalEnv, local_env
-from tests.watch.live_support import ARTIFACTS, Watching, bearer_of, call, chromium, connected, watching
+from tests.support.local import LocalEnv, connected, local_env, observer_bearer
+from tests.watch.live_support import ARTIFACTS, Watching, call, chromium, watching
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -76,7 +76,7 @@ async def open_board(page: Page, watch: Watching) -> None:
 
 async def test_command_output_streams_into_its_column(tmp_path: Path) -> None:
     with running(tmp_path) as (local, watch):
-        bearer = bearer_of(local)
+        bearer = observer_bearer(local)
         async with connected(local) as mcp, chromium() as browser:
             page = await browser.new_page()
             log = PageLog()

@@ -10,9 +10,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.support.local import local_env
+from tests.support.local import connected, local_env, observer_bearer
 from tests.support.sse import SseStream
-from tests.watch.live_support import bearer_of, call, connected, watching
+from tests.watch.live_support import call, watching
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -51,7 +51,7 @@ def test_stopping_the_viewer_leaves_the_runtime_running(tmp_path: Path, sig: int
 async def test_host_on_a_real_runtime(tmp_path: Path) -> None:
     with local_env() as local:
         local.run("local", "start", str(tmp_path))
-        bearer = bearer_of(local)
+        bearer = observer_bearer(local)
         async with connected(local) as mcp:
             named = await call(mcp, "conv-w", "set_agent_alias", alias="watched")
             agent_id = named["agent_id"]
@@ -112,7 +112,7 @@ async def test_host_on_a_real_runtime(tmp_path: Path) -> None:
                         assert bearer not in value and "bearer" not in value.lower(), name
                 # A rotated bearer is picked up on the viewer's next request.
                 local.run("local", "setup", "--rotate-observability-bearer")
-                rotated = bearer_of(local)
+                rotated = observer_bearer(local)
                 assert rotated != bearer
                 after = await client.get("api/v1/agents")
                 assert after.status_code == 200, after.text

@@ -1,4 +1,5 @@
-"""The observer API's bearer: a secret file (``0600``) kept across restarts until rotated."""
+"""Secret files (``0600``): the MCP token, made fresh at each start, and the observer API's
+bearer, kept across restarts until rotated."""
 
 from __future__ import annotations
 
@@ -23,11 +24,16 @@ def ensure_bearer(path: Path) -> str:
 
 
 def rotate_bearer(path: Path) -> str:
-    """Write a fresh bearer atomically; a running observer accepts only it from now on."""
-    bearer = secrets.token_hex(BEARER_CHARS // 2)
+    """Write a fresh bearer; a running observer accepts only it from now on."""
+    return write_secret(path)
+
+
+def write_secret(path: Path) -> str:
+    """A fresh random secret of 64 hex characters, written atomically with mode ``0600``."""
+    secret = secrets.token_hex(BEARER_CHARS // 2)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(bearer + "\n")
+        f.write(secret + "\n")
     os.replace(tmp, path)
-    return bearer
+    return secret

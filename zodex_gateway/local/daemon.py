@@ -13,13 +13,11 @@ import asyncio
 import logging
 import logging.handlers
 import os
-import secrets
 import signal
 import sys
 import time
-from pathlib import Path
 
-from zodex_gateway.local.bearer import ensure_bearer
+from zodex_gateway.local.bearer import ensure_bearer, write_secret
 from zodex_gateway.local.config import LocalConfig, config_path
 from zodex_gateway.local.discovery import Discovery, OwnedProcess, iso, write_owned
 from zodex_gateway.local.paths import LocalPaths
@@ -56,16 +54,6 @@ def _setup_logging(paths: LocalPaths) -> None:
         os.dup2(handler.stream.fileno(), 1)
 
 
-def write_token(path: Path) -> str:
-    token = secrets.token_hex(32)  # 64 characters
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    os.replace(tmp, path)
-    return token
-
-
 def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
     paths = LocalPaths.from_env()
     paths.create()
@@ -74,7 +62,7 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
     runtime = Runtime.create(state_dir=paths.state, limits=config.limits())
     os.environ[RUNTIME_ENV] = runtime.runtime_id
     try:
-        token = write_token(paths.token)
+        token = write_secret(paths.token)  # a new MCP token at every start
         ensure_bearer(paths.observer_bearer)
         sock = listen("127.0.0.1", 0)
         observer_sock = listen("127.0.0.1", 0)

@@ -150,10 +150,8 @@ class ObserverFeed:
             self._hub.publish("output", payload, agent_id=agent_id, presentation_id=presentation_id)
 
     def _process_started(self, handle: str, body: dict[str, Any]) -> None:
-        tag = body.get("tag")
-        if isinstance(tag, str):
-            inv = self._store.invocation(tag)
-            self._remember(handle, inv.agent_id if inv else None, tag)
+        # The capture stored this start with its tag (the exec call), so history already
+        # names the session's creator: _session reads it from there.
         agent_id, presentation_id = self._session(handle)
         payload = {
             "session_handle": handle,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,15 +15,6 @@ API_VERSION = 1
 
 def iso_utc(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def newest_first(invocations: Iterable[Invocation]) -> list[Invocation]:
-    # (started_at, id) is the cursor's order too: ids break ties between equal times.
-    return sorted(invocations, key=invocation_key, reverse=True)
-
-
-def invocation_key(inv: Invocation) -> tuple[float, str]:
-    return (inv.started_at, inv.id)
 
 
 def is_running(process: dict[str, Any] | None) -> bool:
