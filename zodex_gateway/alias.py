@@ -1,4 +1,4 @@
-"""``set_agent_alias`` (SPEC §1.5): the rules for a conversation's display label."""
+"""``set_agent_alias`` (docs/tools.md#set_agent_alias): the rules for a conversation's display label."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Who is calling (SPEC §5): the conversation behind a tool call, as an identity key.
+"""Who is calling (docs/agents.md#identity): the conversation behind a tool call, as an identity key.
 
 In order: ``_meta["openai/session"]`` (ChatGPT sends it on every call); else the MCP
 transport session — the ``Mcp-Session-Id`` header over HTTP, or the stdio connection

@@ -19,7 +19,7 @@ from zodex_protocol.limits import Limits
 
 
 def _limits_from_env() -> Limits:
-    """``ZODEX_LIMITS`` (a JSON object of SPEC §9 overrides) — how tests shrink the clock."""
+    """``ZODEX_LIMITS`` (a JSON object of docs/config.md#keys overrides) — how tests shrink the clock."""
     raw = os.environ.get("ZODEX_LIMITS")
     return Limits.from_dict(json.loads(raw)) if raw else Limits()
 

@@ -28,7 +28,7 @@ def default_state_dir() -> Path:
 
 
 def default_shell() -> list[str]:
-    """Local mode runs ``$SHELL -c <cmd>`` (SPEC §7)."""
+    """Local mode runs ``$SHELL -c <cmd>`` (docs/modes.md#environment-of-a-command)."""
     shell = os.environ.get("SHELL") or "/bin/sh"
     if not os.path.isabs(shell) or not os.access(shell, os.X_OK):
         shell = "/bin/sh"

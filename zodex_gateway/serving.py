@@ -80,7 +80,7 @@ def stdio_transport(start_directory: str, *, history: bool = True) -> Serve:
     async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
         from mcp.server.stdio import stdio_server
 
-        # One stdio gateway serves exactly one connection: that is its identity (SPEC §5).
+        # One stdio gateway serves exactly one connection: that is its identity (docs/agents.md#identity).
         connection = f"{supervisor.runtime.runtime_id}:{os.getpid()}"
         opened = await open_features(supervisor, FeatureOptions(history=history, stdio_connection=connection))
         stop.cleanups.append(opened.close)

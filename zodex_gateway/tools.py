@@ -1,4 +1,4 @@
-"""The MCP tool surface: names, descriptions, input and output schemas, annotations (SPEC §1)."""
+"""The MCP tool surface: names, descriptions, input and output schemas, annotations (docs/tools.md#annotations)."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ PATCH_DESCRIPTION = (
 
 def tool_list(*, read_only_hint: bool = True, with_alias: bool = True) -> list[types.Tool]:
     """Local lists four tools; Sprite three (no set_agent_alias)."""
-    # readOnlyHint keeps some clients from asking the user to confirm each call (SPEC §1).
+    # readOnlyHint keeps some clients from asking the user to confirm each call (docs/tools.md#annotations).
     annotations = types.ToolAnnotations(
         read_only_hint=read_only_hint, destructive_hint=False, open_world_hint=False
     )

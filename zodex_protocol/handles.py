@@ -8,7 +8,7 @@ A handle is ``<worker id><incarnation>-<random>``:
   issued by a dead incarnation is never routed to its successor;
 * random — 10 characters base-36 from the OS CSPRNG (≥ 51 bits), making handles unguessable.
 
-At most 20 characters, ASCII alphanumerics and exactly one ``-`` (SPEC §3).
+At most 20 characters, ASCII alphanumerics and exactly one ``-`` (docs/sessions.md).
 """
 
 from __future__ import annotations

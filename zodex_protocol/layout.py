@@ -1,4 +1,4 @@
-"""Where a runtime keeps its sockets, keys, locks and worker registry (SPEC §0, ARCHITECTURE).
+"""Where a runtime keeps its sockets, keys, locks and worker registry (docs/architecture.md#routing-without-a-table).
 
 ``<runtime dir>`` is ``$XDG_RUNTIME_DIR/zodex/<runtime_id>`` (``0700``), or, when no
 runtime dir exists, ``/tmp/zodex-<uid>/<runtime_id>``. Inside it::

@@ -1,4 +1,4 @@
-"""The numbers of SPEC §9, in one place, shared by the gateway and its workers.
+"""The numbers of docs/config.md#keys, in one place, shared by the gateway and its workers.
 
 Every value is a default that configuration may override; the gateway hands the effective
 set to each worker it spawns (as JSON on the command line).

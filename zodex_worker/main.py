@@ -143,7 +143,7 @@ def _announce_ready() -> None:
 
 def _leave_tombstones(path: Path, service: WorkerService) -> None:
     """Record the final results of this incarnation's sessions, so their handles keep
-    answering after a clean exit (SPEC §3: tombstones live an hour)."""
+    answering after a clean exit (docs/sessions.md#after-exit: tombstones live an hour)."""
     wall_offset = time.time() - time.monotonic()
     finals = {
         handle: {"final": stone.final, "expires_at": stone.expires_at + wall_offset}

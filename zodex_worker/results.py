@@ -1,4 +1,4 @@
-"""The result of ``exec_command`` / ``write_stdin`` (SPEC §1.3), built from a session."""
+"""The result of ``exec_command`` / ``write_stdin`` (docs/tools.md#results), built from a session."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from zodex_worker.validation import check_exec_args, check_patch_args, check_wri
 
 SESSION_KEY = "_session"  # in an exec reply for a command that already ended: its handle
 
-# SPEC §7: every command's environment gets these, whatever the mode.
+# docs/modes.md#environment-of-a-command: every command's environment gets these, whatever the mode.
 COMMAND_ENV = {
     "PAGER": "cat",
     "GIT_PAGER": "cat",

@@ -232,7 +232,7 @@ class Session:
             await self._wait_changed(remaining)
 
     async def wait_poll(self, timeout: float, *, output_after: float = 0.0) -> None:
-        """SPEC §1.2 poll: exit, or new output then 250 ms of quiet, or the yield window.
+        """docs/tools.md#write_stdin poll: exit, or new output then 250 ms of quiet, or the yield window.
 
         ``output_after`` (a monotonic time) ignores output older than it: after typing,
         the answer to what was typed is awaited, not text that was already waiting.

@@ -1,4 +1,4 @@
-"""Argument rules of SPEC §1, shared by the gateway (before routing) and the worker."""
+"""Argument rules of docs/tools.md#argument-rules, shared by the gateway (before routing) and the worker."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from zodex_protocol.limits import Limits
 
 
 def check_workdir(workdir: str) -> str:
-    """Return the workdir's real path, or raise with the exact SPEC message.
+    """Return the workdir's real path, or raise with the exact message of docs/tools.md#exec_command.
 
     No ``~`` expansion and no default: a relative path is refused as given.
     """
@@ -51,7 +51,7 @@ def check_length(name: str, value: str, limit: int) -> None:
 
 
 def check_exec_args(args: dict[str, Any], limits: Limits) -> str:
-    """SPEC §1.1 order: workdir absolute → exists → directory, then cmd. Returns the real path."""
+    """docs/tools.md#exec_command order: workdir absolute → exists → directory, then cmd. Returns the real path."""
     cmd = check_type(args, "cmd", str, required=True)
     workdir = check_type(args, "workdir", str, required=True)
     check_type(args, "yield_time_ms", int, required=False)
@@ -77,7 +77,7 @@ def check_write_args(args: dict[str, Any], limits: Limits) -> str:
 
 
 def check_patch_args(args: dict[str, Any], limits: Limits) -> str:
-    """SPEC §1.4: the workdir is checked before the patch is even looked at."""
+    """docs/tools.md#apply_patch: the workdir is checked before the patch is even looked at."""
     workdir = check_type(args, "workdir", str, required=True)
     real = check_workdir(workdir)
     patch = check_type(args, "patch", str, required=True)

@@ -1,4 +1,4 @@
-"""The HTTP guard (SPEC §7–8) as an ASGI app, no socket: Host check, token, paths, and the
+"""The HTTP guard (docs/modes.md#http-listeners) as an ASGI app, no socket: Host check, token, paths, and the
 token file. Checks run in this order: Host, then path, then token."""
 
 from __future__ import annotations

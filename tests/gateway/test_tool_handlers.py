@@ -1,4 +1,4 @@
-"""The MCP layer (SPEC §1) over the in-process twin of the dispatcher: no sockets, no workers.
+"""The MCP layer (docs/tools.md#annotations) over the in-process twin of the dispatcher: no sockets, no workers.
 
 The twin's reaper handles SIGCHLD with ``waitpid(-1)`` in this process, so every test
 closes it and none starts another subprocess.

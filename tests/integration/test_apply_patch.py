@@ -1,4 +1,4 @@
-"""apply_patch through a real MCP client (SPEC §1.4, §4.5): routing, workdir rules, results."""
+"""apply_patch through a real MCP client (docs/tools.md#apply_patch, docs/apply_patch.md#results): routing, workdir rules, results."""
 
 from __future__ import annotations
 

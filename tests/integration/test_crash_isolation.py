@@ -1,4 +1,4 @@
-"""A worker crash loses only its own sessions; the gateway survives and respawns (ARCHITECTURE)."""
+"""A worker crash loses only its own sessions; the gateway survives and respawns (docs/architecture.md#supervisor)."""
 
 from __future__ import annotations
 

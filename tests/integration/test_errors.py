@@ -1,4 +1,4 @@
-"""Every bad input gets one clear line with isError, and changes nothing (SPEC §1, §3)."""
+"""Every bad input gets one clear line with isError, and changes nothing (docs/tools.md#errors, docs/sessions.md#after-exit)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §1.1–1.3 through a real MCP client, over stdio and HTTP, against real workers."""
+"""docs/tools.md#exec_command to #results through a real MCP client, over stdio and HTTP, against real workers."""
 
 from __future__ import annotations
 

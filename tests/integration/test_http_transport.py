@@ -1,4 +1,4 @@
-"""Streamable HTTP (SPEC §8): token, Host header, both paths, stateless JSON responses."""
+"""Streamable HTTP (docs/modes.md#transports): token, Host header, both paths, stateless JSON responses."""
 
 from __future__ import annotations
 

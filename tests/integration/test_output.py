@@ -1,4 +1,4 @@
-"""SPEC §2 end to end: cleaning, deltas, tail previews and spill files from real PTYs."""
+"""docs/output.md end to end: cleaning, deltas, tail previews and spill files from real PTYs."""
 
 from __future__ import annotations
 

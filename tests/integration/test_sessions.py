@@ -1,4 +1,4 @@
-"""Session lifecycle (SPEC §3): kill, escaped descendants, timeout, tombstones, capacity."""
+"""Session lifecycle (docs/sessions.md): kill, escaped descendants, timeout, tombstones, capacity."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stopping a gateway leaves nothing behind (SPEC §3, issue: shutdown within 10 s)."""
+"""Stopping a gateway leaves nothing behind (docs/config.md#fixed-numbers: a stop within 10 s)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Agents, aliases, model context and durable history through a real Local runtime (SPEC §1.5, §5, §6)."""
+"""Agents, aliases, model context and durable history through a real Local runtime (docs/agents.md, docs/history.md)."""
 
 from __future__ import annotations
 

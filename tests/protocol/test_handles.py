@@ -29,7 +29,7 @@ def test_handles_round_trip(path: str, incarnation: int) -> None:
 def test_random_part_is_unguessable() -> None:
     tokens = {SessionHandle.new("abcdefg", 1).token for _ in range(2000)}
     assert len(tokens) == 2000
-    # 10 base-36 characters: log2(36**10) > 51 bits, above SPEC's 48.
+    # 10 base-36 characters: log2(36**10) > 51 bits, above the 48 of docs/sessions.md#handles.
     assert 36**10 > 2**48
 
 

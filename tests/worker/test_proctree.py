@@ -1,4 +1,4 @@
-"""Finding a session's processes and signalling only the ones we saw (SPEC §3)."""
+"""Finding a session's processes and signalling only the ones we saw (docs/sessions.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The result of exec_command / write_stdin (SPEC §1.3): the summary line and which fields
+"""The result of exec_command / write_stdin (docs/tools.md#results): the summary line and which fields
 appear. Formatting is checked on a fake session; real sessions check the paths that need
 a real process (a signal, background jobs, a spill file)."""
 

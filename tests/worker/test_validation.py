@@ -1,4 +1,4 @@
-"""Argument rules of SPEC §1: exact messages, and the order in which they are checked."""
+"""Argument rules of docs/tools.md#argument-rules: exact messages, and the order in which they are checked."""
 
 from __future__ import annotations
 

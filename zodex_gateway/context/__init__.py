@@ -1,4 +1,4 @@
-"""Context for the model (SPEC §6, Local only).
+"""Context for the model (docs/agents.md#model-context, Local only).
 
 ``ContextProvider.for_call`` decides, per tool result, which parts an agent still needs
 (global instructions and skills once per runtime, the workdir hint and skills once per

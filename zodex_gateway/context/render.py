@@ -43,7 +43,7 @@ class ModelContext:
 
 
 def attach(result_text: str, context: ModelContext) -> str:
-    """The result unchanged, then a blank line, then the context (SPEC §6)."""
+    """The result unchanged, then a blank line, then the context (docs/agents.md#model-context)."""
     separator = "\n" if result_text.endswith("\n") else "\n\n"
     return result_text + separator + context.text
 

@@ -1,4 +1,4 @@
-"""Which context each agent still has to receive in this runtime (SPEC §6).
+"""Which context each agent still has to receive in this runtime (docs/agents.md#model-context).
 
 - The global part (instructions, global skills) goes with an agent's **first result** in
   the runtime, success or error.

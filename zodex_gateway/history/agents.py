@@ -1,4 +1,4 @@
-"""Agent rows (SPEC §5): a random short id per identity key, stored only as a hash."""
+"""Agent rows (docs/agents.md#identity): a random short id per identity key, stored only as a hash."""
 
 from __future__ import annotations
 

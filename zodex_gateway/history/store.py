@@ -148,7 +148,7 @@ class HistoryStore:
         except HistoryUnavailable as exc:
             log.warning("%s", exc)  # a read-only history still opens for reading
 
-    # -- agents (SPEC §5) -----------------------------------------------------------
+    # -- agents (docs/agents.md#identity) -----------------------------------------------------------
 
     def agent_for(self, identity_key: str) -> AgentRecord:
         """The agent of an identity key, created on first sight; updates ``last_seen``.
@@ -166,7 +166,7 @@ class HistoryStore:
             return agent_rows.every(conn)
 
     def set_alias(self, agent_id: str, alias: str | None) -> AgentRecord:
-        """Last write wins; ``None`` or ``""`` clears. Validation is the caller's (SPEC §1.5).
+        """Last write wins; ``None`` or ``""`` clears. Validation is the caller's (docs/tools.md#set_agent_alias).
         Raises KeyError for an unknown agent."""
         with self._write("history cannot store the alias: {error}") as conn:
             record = agent_rows.set_alias(conn, agent_id, alias)

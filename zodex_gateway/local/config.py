@@ -8,7 +8,7 @@ table::
     timeout = "2h"
 
 The file holds only what the operator set; every other key takes its default, and the
-defaults of SPEC §9 numbers are read from ``zodex_protocol.limits.Limits`` so the two cannot
+defaults of docs/config.md#keys numbers are read from ``zodex_protocol.limits.Limits`` so the two cannot
 drift. Value syntax (durations always with a unit, binary sizes) is in ``units``.
 """
 
@@ -108,7 +108,7 @@ _OTHER_KEYS = (  # name, kind, default, description
     ("history.max-size", "size", 500 * 1024**2, "history is trimmed to this size"),
     ("tunnel.id", "string", None, "tunnel identifier, for the tunnel command"),
     ("tunnel.command", "string", None, "tunnel client command line, started and stopped with Local"),
-    ("mcp.read-only-hint", "bool", True, "mark read-only tools with readOnlyHint (SPEC §1)"),
+    ("mcp.read-only-hint", "bool", True, "mark read-only tools with readOnlyHint (docs/tools.md#annotations)"),
     ("context.global-instructions", "switch", True, "include global instructions"),
     ("context.global-skills", "switch", True, "include global skills"),
     ("context.workdir-hint", "switch", True, "include the workdir hint"),

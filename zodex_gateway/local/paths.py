@@ -1,4 +1,4 @@
-"""Where Local mode keeps its state (ARCHITECTURE "State on disk"), XDG-aware."""
+"""Where Local mode keeps its state (docs/modes.md#local), XDG-aware."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ a bare number is refused because keys differ in their natural unit and ``timeout
 silently meaning two milliseconds is the kind of mistake a config file should not allow.
 
 Sizes are binary: ``kb``, ``mb`` and ``gb`` are 1024-based, the same as ``kib``, ``mib`` and
-``gib`` (so ``16mb`` is 16 MiB, the spill cap of SPEC §9). Units are case-insensitive and
+``gib`` (so ``16mb`` is 16 MiB, the spill cap of docs/config.md#keys). Units are case-insensitive and
 blanks around the number and the unit are ignored.
 """
 

@@ -1,4 +1,4 @@
-"""Turning a PTY byte stream into what the model sees (SPEC §2).
+"""Turning a PTY byte stream into what the model sees (docs/output.md).
 
 - :mod:`.cleaner` — streaming removal of escape sequences and control characters;
 - :mod:`.spill` — private, size-capped spill files and their clean-up;

@@ -1,4 +1,4 @@
-"""Streaming terminal cleaner: PTY text in, what a model should read out (SPEC §2.1).
+"""Streaming terminal cleaner: PTY text in, what a model should read out (docs/output.md#decoding-and-cleaning).
 
 The cleaner is fed decoded text in chunks split anywhere. It removes ANSI/VT escape
 sequences and control characters, turns ``\\r\\n`` into ``\\n`` and lets a bare ``\\r``

@@ -1,4 +1,4 @@
-"""Spill files: a session's whole cleaned output on disk, for the model to read (SPEC §2.3).
+"""Spill files: a session's whole cleaned output on disk, for the model to read (docs/output.md#spill-files).
 
 A spill file is private (``0600`` in a ``0700`` directory), written as UTF-8 straight to the
 file descriptor so that a model running ``cat`` on it sees everything written so far, and

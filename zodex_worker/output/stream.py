@@ -1,6 +1,6 @@
 """One session's output: raw PTY bytes in; deltas, tail previews and a spill file out.
 
-Memory stays bounded whatever the volume (SPEC §2.3): the stream's first ``inline_limit``
+Memory stays bounded whatever the volume (docs/output.md#spill-files): the stream's first ``inline_limit``
 characters are kept only until the spill file exists, the undelivered text is cut down to
 its last ``preview_chars`` characters as soon as it is known to exceed ``inline_limit``
 (the next delta is then a preview anyway), and the cleaner bounds its pending line and
@@ -32,7 +32,7 @@ class SessionOutput:
     unterminated last line still counts as a line), so ``"a\\nb"`` has 2 lines, ``"a\\n"``
     has 1 and ``""`` has 0.
 
-    Not thread-safe: the session's owner serialises calls (SPEC §3, calls on one session).
+    Not thread-safe: the session's owner serialises calls (docs/sessions.md#concurrency).
     """
 
     def __init__(
@@ -118,7 +118,7 @@ class SessionOutput:
         return notice + tail
 
     def spill_fields(self) -> dict[str, object] | None:
-        """Result fields once the stream passed ``inline_limit`` (SPEC §2.3), else ``None``.
+        """Result fields once the stream passed ``inline_limit`` (docs/output.md#spill-files), else ``None``.
 
         Without a spill file (it could not be created) only the counts are given.
         """

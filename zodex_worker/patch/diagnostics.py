@@ -1,5 +1,5 @@
 """Explaining why chunks could not be placed, so the model can fix its patch without
-reading the file again: the nearest region and how it differs (SPEC §4.5)."""
+reading the file again: the nearest region and how it differs (docs/apply_patch.md#results)."""
 
 from __future__ import annotations
 

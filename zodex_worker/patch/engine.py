@@ -1,4 +1,4 @@
-"""apply_patch: parse, apply each file operation independently, report (SPEC §4).
+"""apply_patch: parse, apply each file operation independently, report (docs/apply_patch.md).
 
 Operations run in patch order and each sees the result of the ones before it, so an
 Update after an Add of the same path edits the new file. A failed operation changes

@@ -1,4 +1,4 @@
-"""Searching a file's lines for a sequence, with the four matching passes of SPEC §4.2.
+"""Searching a file's lines for a sequence, with the four matching passes of docs/apply_patch.md#locating-chunks.
 
 Each pass compares normalised lines: exact; trailing whitespace ignored; surrounding
 whitespace ignored; surrounding whitespace ignored and typographic dashes, quotes and

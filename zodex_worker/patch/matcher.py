@@ -1,4 +1,4 @@
-"""Locating an Update File section's chunks in a file (SPEC §4.2).
+"""Locating an Update File section's chunks in a file (docs/apply_patch.md#locating-chunks).
 
 First in order, as Codex does: each chunk is searched after the previous one and takes
 the first match. If that fails, out of order: every chunk is searched in the whole
@@ -65,7 +65,7 @@ def locate(view: LineView, chunks: tuple[Chunk, ...]) -> list[Placement] | Match
 def _variants(chunk: Chunk) -> tuple[Chunk, ...]:
     """The chunk as written, then without trailing bare blank lines.
 
-    SPEC §4.1 makes an empty line an empty context line, and also allows blank lines
+    docs/apply_patch.md#format makes an empty line an empty context line, and also allows blank lines
     between chunks; trailing ones are ambiguous, so they are tried as context first
     (which is what Codex does) and dropped only when that does not match.
     """

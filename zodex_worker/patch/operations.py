@@ -1,7 +1,7 @@
 """Carrying out one parsed file operation: compute the new content, then write it.
 
 Each function either finishes its operation and returns evidence, or raises
-FileOpError having changed nothing (SPEC §4.3). The one exception is a move whose
+FileOpError having changed nothing (docs/apply_patch.md#files). The one exception is a move whose
 source cannot be removed after the destination was written; the error says so.
 """
 

@@ -23,5 +23,5 @@ class FileEvidence:
 @dataclass(frozen=True)
 class PatchOutcome:
     ok: bool  # False => the tool result is isError: true
-    text: str  # the result text of SPEC §4.5
+    text: str  # the result text of docs/apply_patch.md#results
     files: tuple[FileEvidence, ...]  # evidence for each file operation that was applied

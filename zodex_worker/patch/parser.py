@@ -1,4 +1,4 @@
-"""Parse a Codex-style patch (SPEC §4.1) into file operations.
+"""Parse a Codex-style patch (docs/apply_patch.md#format) into file operations.
 
 The parser is all-or-nothing: any malformed line rejects the whole patch before a file
 is touched. It accepts what Codex accepts (whitespace around markers and headers, a

@@ -1,4 +1,4 @@
-"""Reading and atomically writing the text files a patch touches (SPEC §4.3-4.4)."""
+"""Reading and atomically writing the text files a patch touches (docs/apply_patch.md#files)."""
 
 from __future__ import annotations
 

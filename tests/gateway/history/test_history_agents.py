@@ -1,4 +1,4 @@
-"""Agents in history (SPEC §5): random short ids, kept per identity key, one per key."""
+"""Agents in history (docs/agents.md#identity): random short ids, kept per identity key, one per key."""
 
 from __future__ import annotations
 
