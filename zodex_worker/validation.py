@@ -9,12 +9,15 @@ from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.limits import Limits
 
+MAX_WIRE_INT = 2**64
+
 
 def check_workdir(workdir: str) -> str:
     """Return the workdir's real path, or raise with the exact message of docs/tools.md#exec_command.
 
     No ``~`` expansion and no default: a relative path is refused as given.
     """
+    check_no_nul("workdir", workdir)
     if not workdir or not os.path.isabs(workdir):
         raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"workdir must be an absolute path: {workdir}")
     if not os.path.exists(workdir):
@@ -36,10 +39,20 @@ def check_type(args: dict[str, Any], name: str, kind: type, *, required: bool) -
             raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"{name} must be an integer")
         if value < 0:
             raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"{name} must be ≥ 0")
+        if value >= MAX_WIRE_INT:
+            # The wire (msgpack) carries unsigned 64-bit integers at most; bigger ones are
+            # refused here rather than failing as they are sent.
+            raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"{name} must be < 2^64")
     elif not isinstance(value, kind):
         noun = {str: "a string", bool: "a boolean"}.get(kind, kind.__name__)
         raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"{name} must be {noun}")
     return value
+
+
+def check_no_nul(name: str, value: str) -> None:
+    """A path or command line cannot hold NUL: the OS would refuse it deep inside the worker."""
+    if "\x00" in value:
+        raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"{name} must not contain a NUL character")
 
 
 def check_length(name: str, value: str, limit: int) -> None:
@@ -62,6 +75,7 @@ def check_exec_args(args: dict[str, Any], limits: Limits) -> str:
     real = check_workdir(workdir)
     if not cmd.strip():
         raise ProtocolError(ErrorCode.INVALID_ARGUMENT, "cmd must not be empty")
+    check_no_nul("cmd", cmd)
     check_length("cmd", cmd, limits.max_cmd_chars)
     return real
 
