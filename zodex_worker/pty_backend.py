@@ -7,6 +7,7 @@ the exit status (nothing here sleeps, waits or signals on the hot path).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -14,6 +15,7 @@ import signal
 import struct
 import sys
 import termios
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -63,28 +65,53 @@ def spawn_terminal(argv: list[str], cwd: str, env: dict[str, str]) -> Terminal:
     the PTY; raises OSError if it cannot be started."""
     if sys.platform == "win32":  # pragma: no cover - Windows backend not built yet
         raise OSError("Windows PTYs (ConPTY via pywinpty) are not supported yet")
+    if sys.platform.startswith("linux"):
+        with _inside(cwd):
+            return _spawn_with_posix_spawn(_resolve(argv, env), env)
+    return _spawn_with_forkpty(_resolve(argv, env), cwd, env)
+
+
+def _resolve(argv: list[str], env: dict[str, str]) -> list[str]:
     program = argv[0] if os.path.isabs(argv[0]) else shutil.which(argv[0], path=env.get("PATH"))
     if program is None:
         raise FileNotFoundError(f"command not found: {argv[0]}")
-    argv = [program, *argv[1:]]
-    if sys.platform.startswith("linux"):
-        return _spawn_with_posix_spawn(argv, cwd, env)
-    return _spawn_with_forkpty(argv, cwd, env)
+    return [program, *argv[1:]]
 
 
-def _spawn_with_posix_spawn(argv: list[str], cwd: str, env: dict[str, str]) -> Terminal:
+_start_dir: int | None = None
+
+
+@contextlib.contextmanager
+def _inside(cwd: str) -> Iterator[None]:
+    """Be in ``cwd`` for the spawn, entered by path every time, then return to where the
+    worker started (docs/tools.md#exec_command).
+
+    ``posix_spawn`` has no working-directory action in Python, so the child inherits ours.
+    The directory may have been removed and recreated since the last command, and
+    ``os.getcwd()`` fails inside a deleted one: the worker never trusts or compares its
+    current directory. Going back afterwards (through a descriptor opened at the first
+    spawn) keeps the worker's relative paths meaning what they did at start and never
+    pins the workdir's file system between commands. Two system calls, a few µs.
+    """
+    global _start_dir
+    if _start_dir is None:
+        _start_dir = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    os.chdir(cwd)
+    try:
+        yield
+    finally:
+        os.fchdir(_start_dir)
+
+
+def _spawn_with_posix_spawn(argv: list[str], env: dict[str, str]) -> Terminal:
     """The fast path on Linux: ``posix_spawn`` (vfork + exec in libc, no Python in the child).
 
     The child calls ``setsid()`` and then, as its first file action, opens the PTY's slave by
     path without ``O_NOCTTY``: a session leader with no controlling terminal acquires the tty
     it opens, which is exactly ``login_tty`` without a fork of our own. Measured: 1.2 ms to
     run ``bash -c true`` to the end, against 3.5 ms for a Python fork of a worker-sized heap.
-
-    ``posix_spawn`` has no working-directory action in Python, so the worker moves into the
-    directory first; a worker serves one workdir, so after its first command this is a no-op.
+    The child starts in the worker's current directory: the caller has moved there.
     """
-    if os.getcwd() != cwd:
-        os.chdir(cwd)
     master, slave = os.openpty()
     try:
         fcntl.ioctl(master, termios.TIOCSWINSZ, _winsize(ROWS, COLS))
