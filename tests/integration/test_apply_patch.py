@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import GatewayEnv
+from tests.support.gateway import CONNECTORS, GatewayEnv
+from tests.support.second_user import second_user_ids
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -97,3 +99,24 @@ async def test_absolute_paths_outside_the_workdir(genv: GatewayEnv, connect, tmp
         result = await mcp.call("apply_patch", patch=patch, workdir=str(work))
     assert not result.is_error, result.content[0].text
     assert outside.read_text() == "routed, not confined\n"
+
+
+async def test_a_root_worker_keeps_the_owner_of_another_users_private_file(
+    genv: GatewayEnv, tmp_path: Path
+) -> None:
+    """docs/apply_patch.md#files: a rewrite keeps owner, group and mode; the temporary file
+    is never wider than the target."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another owner needs root")
+    uid, gid = second_user_ids()
+    private = tmp_path / "private.txt"
+    private.write_text("old\n")
+    os.chown(private, uid, gid)
+    private.chmod(0o600)
+    patch = "*** Begin Patch\n*** Update File: private.txt\n@@\n-old\n+new\n*** End Patch\n"
+    async with CONNECTORS["http"](genv) as mcp:
+        result = await mcp.call("apply_patch", patch=patch, workdir=str(tmp_path))
+    assert not result.is_error, result.content[0].text
+    st = private.stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (uid, gid, 0o600)
+    assert private.read_text() == "new\n"

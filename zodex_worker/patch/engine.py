@@ -13,6 +13,7 @@ from .model import AddFile, DeleteFile, Operation, PatchSyntaxError, UpdateFile
 from .operations import add_file, delete_file, update_file
 from .outcome import FileEvidence, PatchOutcome
 from .parser import parse_patch
+from .tempfiles import sweep_once_per_directory
 from .textfile import FileOpError, resolve
 
 SUCCESS_HEADER = "Success. Updated the following files:"
@@ -35,13 +36,14 @@ def apply_patch(patch: str, workdir: str) -> PatchOutcome:
         return PatchOutcome(ok=False, text=str(error), files=())
     applied: list[FileEvidence] = []
     failures: list[_Failure] = []
-    for operation in operations:
-        try:
-            applied.append(_apply_one(operation, workdir))
-        except FileOpError as error:
-            failures.append(_Failure(operation, str(error)))
-        except OSError as error:  # a file system error the operation did not anticipate
-            failures.append(_Failure(operation, f"{error.strerror or error}"))
+    with sweep_once_per_directory():
+        for operation in operations:
+            try:
+                applied.append(_apply_one(operation, workdir))
+            except FileOpError as error:
+                failures.append(_Failure(operation, str(error)))
+            except OSError as error:  # a file system error the operation did not anticipate
+                failures.append(_Failure(operation, f"{error.strerror or error}"))
     text = _report(applied, failures, workdir, len(operations))
     return PatchOutcome(ok=not failures, text=text, files=tuple(applied))
 

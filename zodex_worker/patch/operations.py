@@ -18,6 +18,7 @@ from .model import AddFile, DeleteFile, UpdateFile
 from .outcome import FileEvidence
 from .textfile import (
     FileOpError,
+    Keep,
     atomic_write,
     decode_lines,
     describe_os_error,
@@ -36,15 +37,16 @@ def add_file(op: AddFile, workdir: str) -> FileEvidence:
     if os.path.isdir(target):
         raise FileOpError(f"{path} is a directory")
     old_lines: list[str] | None = None
-    mode: int | None = None
+    keep: Keep | None = None
     if os.path.isfile(target):
-        # Overwriting keeps the old file's mode bits, as an edit would.
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        # Overwriting keeps the old file's mode bits and owner, as an edit would.
+        _check_writable(target)
+        keep = Keep.of(os.stat(target))
         old_lines = _lines_for_evidence(target)
     new_lines = list(op.lines)
     data = encode_lines(new_lines, crlf=False, bom=False)
     _make_parent(target)
-    _write(target, data, mode)
+    _write(target, data, keep)
     if old_lines is None:
         diff = unified(_DEV_NULL, path, [], new_lines, [("insert", 0, 0, 0, len(new_lines))])
     else:
@@ -83,13 +85,18 @@ def update_file(op: UpdateFile, workdir: str) -> FileEvidence:
     data = encode_lines(new_lines, crlf=original.crlf, bom=original.bom)
     diff = unified(source, dest, original.lines, new_lines, codes)
     if _same_file(source, dest):
-        _write(write_target(source), data, original.mode)
+        target = write_target(source)
+        _check_writable(target)
+        _write(target, data, original.keep)
         return FileEvidence("edited", source, None, diff.added, diff.removed, diff.rows)
     target = write_target(dest)
     if os.path.isdir(target):
         raise FileOpError(f"cannot move to {dest}: it is a directory")
+    if os.path.isfile(target):
+        _check_writable(target)
+    _check_removable(source)
     _make_parent(target)
-    _write(target, data, original.mode)
+    _write(target, data, original.keep)
     try:
         os.unlink(source)
     except OSError as error:
@@ -131,8 +138,49 @@ def _make_parent(path: str) -> None:
         raise FileOpError(f"cannot create the directory {parent}: {describe_os_error(error)}") from None
 
 
-def _write(path: str, data: bytes, mode: int | None) -> None:
+def _check_writable(path: str) -> None:
+    """Refuse to replace a file its permissions protect from us (docs/apply_patch.md#files).
+
+    The rename that replaces it needs only the directory, so without this check a 0444
+    file would be rewritten; root passes, as for any write (a documented difference).
+    """
+    if not _access(path, os.W_OK):
+        raise FileOpError(f"cannot write {path}: {_denial(path)}")
+
+
+def _check_removable(source: str) -> None:
+    """A move removes its source: check that before the destination is written."""
+    directory = os.path.dirname(source)
+    allowed = _access(directory, os.W_OK | os.X_OK)
+    if allowed and os.geteuid() != 0:
+        # In a sticky directory (/tmp) only the file's or the directory's owner may unlink.
+        try:
+            parent = os.stat(directory)
+            owner = os.lstat(source).st_uid
+        except OSError:
+            parent = None
+        if parent is not None and parent.st_mode & stat.S_ISVTX:
+            allowed = os.geteuid() in (parent.st_uid, owner)
+    if not allowed:
+        raise FileOpError(f"cannot remove {source}: {_denial(directory)}")
+
+
+def _access(path: str, mode: int) -> bool:
+    if os.access in os.supports_effective_ids:
+        return os.access(path, mode, effective_ids=True)
+    return os.access(path, mode)
+
+
+def _denial(path: str) -> str:
     try:
-        atomic_write(path, data, mode)
+        read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return "Read-only file system" if read_only else "Permission denied"
+
+
+def _write(path: str, data: bytes, keep: Keep | None) -> None:
+    try:
+        atomic_write(path, data, keep)
     except OSError as error:
         raise FileOpError(f"cannot write {path}: {describe_os_error(error)}") from None

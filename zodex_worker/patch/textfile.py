@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from dataclasses import dataclass
 
+from . import tempfiles
+
 UTF8_BOM = b"\xef\xbb\xbf"
-_TMP_SUFFIX = ".zodex-tmp"
-_MAX_TMP_STEM = 80  # keeps the temporary name under NAME_MAX even for long file names
+_SET_ID_BITS = stat.S_ISUID | stat.S_ISGID
 
 
 class FileOpError(Exception):
@@ -17,11 +17,24 @@ class FileOpError(Exception):
 
 
 @dataclass(frozen=True)
+class Keep:
+    """What a rewritten file keeps of the one it replaces."""
+
+    mode: int  # permission bits, setuid/setgid/sticky included
+    uid: int
+    gid: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> Keep:
+        return cls(mode=stat.S_IMODE(st.st_mode), uid=st.st_uid, gid=st.st_gid)
+
+
+@dataclass(frozen=True)
 class TextFile:
     lines: list[str]  # without line terminators and without the BOM
     crlf: bool
     bom: bool
-    mode: int  # permission bits to keep when the file is rewritten
+    keep: Keep  # mode and owner to keep when the file is rewritten
 
 
 def resolve(workdir: str, path: str) -> str:
@@ -57,7 +70,7 @@ def read_text(path: str) -> TextFile:
     except OSError as error:
         raise FileOpError(f"cannot read {path}: {describe_os_error(error)}") from None
     lines, crlf, bom = decode_lines(data, path)
-    return TextFile(lines=lines, crlf=crlf, bom=bom, mode=stat.S_IMODE(st.st_mode))
+    return TextFile(lines=lines, crlf=crlf, bom=bom, keep=Keep.of(st))
 
 
 def decode_lines(data: bytes, path: str) -> tuple[list[str], bool, bool]:
@@ -97,21 +110,30 @@ def encode_lines(lines: list[str], *, crlf: bool, bom: bool) -> bytes:
     return UTF8_BOM + data if bom else data
 
 
-def atomic_write(path: str, data: bytes, mode: int | None) -> None:
+def atomic_write(path: str, data: bytes, keep: Keep | None) -> None:
     """Write `data` to a temporary file beside `path`, then rename it into place.
 
-    Readers see the old file or the new one, never a mix. `mode` None means a new file:
+    Readers see the old file or the new one, never a mix. `keep` None means a new file:
     the temporary file is created 0o666 so the process umask applies, as for open().
-    The data is not fsynced: the guarantee is against our own failures and concurrent
-    readers, not power loss (the same trade-off git makes by default).
+    Otherwise it has the kept permission bits from its creation on (never wider than the
+    target's, even mid-write or left behind by a killed writer) and, where this process
+    may give them, the kept owner and group; setuid/setgid survive only with the owner
+    and group they were set for. The data is not fsynced: the guarantee is against our
+    own failures and concurrent readers, not power loss (the same trade-off git makes).
     """
     directory, name = os.path.split(path)
-    fd, tmp = _create_temp(directory, name)
+    tempfiles.sweep(directory or ".")
+    fd, tmp = tempfiles.create(directory, name, 0o666 if keep is None else keep.mode & 0o777)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        if mode is not None:
-            os.chmod(tmp, mode)
+        try:
+            if keep is not None:
+                os.fchmod(fd, keep.mode & 0o777)  # put back what the umask took, before any byte
+                _give_owner(fd, keep)
+            _write_all(fd, data)
+            if keep is not None and keep.mode & _SET_ID_BITS:
+                os.fchmod(fd, _mode_for_owner(keep, os.fstat(fd)))
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -121,11 +143,38 @@ def atomic_write(path: str, data: bytes, mode: int | None) -> None:
         raise
 
 
-def _create_temp(directory: str, name: str) -> tuple[int, str]:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    while True:
-        tmp = os.path.join(directory, f".{name[:_MAX_TMP_STEM]}.{secrets.token_hex(6)}{_TMP_SUFFIX}")
-        try:
-            return os.open(tmp, flags, 0o666), tmp
-        except FileExistsError:
-            continue  # 48 random bits collided; pick another name
+def _give_owner(fd: int, keep: Keep) -> None:
+    """The kept owner (root only) and group (any member of it), before the data is written.
+
+    Without this, root's patch would hand another user's file to root. A failure is not an
+    error: the file is then the writer's, like any file it creates.
+    """
+    st = os.fstat(fd)
+    uid = keep.uid if os.geteuid() == 0 and st.st_uid != keep.uid else -1
+    gid = keep.gid if st.st_gid != keep.gid else -1
+    if uid == -1 and gid == -1:
+        return
+    try:
+        os.fchown(fd, uid, gid)
+    except OSError:
+        if uid != -1 and gid != -1:
+            try:
+                os.fchown(fd, -1, gid)
+            except OSError:
+                pass
+
+
+def _mode_for_owner(keep: Keep, st: os.stat_result) -> int:
+    """The kept mode, less setuid when the owner changed and setgid when the group did."""
+    mode = keep.mode
+    if st.st_uid != keep.uid:
+        mode &= ~stat.S_ISUID
+    if st.st_gid != keep.gid:
+        mode &= ~stat.S_ISGID
+    return mode
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
