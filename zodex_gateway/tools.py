@@ -117,14 +117,36 @@ SESSION_RESULT: dict[str, Any] = {
         },
         "cwd": {"type": "string", "description": "The command's working directory (physical path)."},
         "wall_time_ms": {"type": "integer", "description": "Milliseconds since the session started."},
-        "session_handle": {"type": "string", "description": "Present while running: poll/type/kill with it."},
+        "session_handle": {
+            "type": "string",
+            "description": "Present while running, or while background processes the command left "
+            "behind still run: poll/type/kill with it.",
+        },
         "exit_code": {"type": "integer", "description": "Exit status; -1 when ended by a signal."},
         "signal": {"type": "string", "description": "Signal that ended the command, e.g. SIGKILL."},
         "termination_reason": {"type": "string", "enum": ["exit", "timeout", "killed"]},
         "output_file": {"type": "string", "description": "File holding the whole output once it grew large."},
         "output_chars": {"type": "integer", "description": "Characters in the whole output so far."},
         "output_lines": {"type": "integer", "description": "Lines in the whole output so far."},
-        "output_file_truncated": {"type": "boolean", "description": "True once the file hit its size cap."},
+        "output_file_truncated": {
+            "type": "boolean",
+            "description": "True once the file stopped growing: its size cap, or a write error.",
+        },
+        "output_file_error": {
+            "type": "string",
+            "description": "Why the output file is cut short or missing, e.g. No space left on device.",
+        },
+        "background_processes": {
+            "type": "integer",
+            "description": "Processes the exited command left behind that still run (kill_process ends them).",
+        },
+        "evicted_session": {
+            "type": "object",
+            "description": "The exited session this call evicted to make room; any background processes it left "
+            "behind were ended.",
+            "properties": {"session_handle": {"type": "string"}, "cmd": {"type": "string"}},
+            "required": ["session_handle", "cmd"],
+        },
         "zodex_context": {
             "type": "object",
             "description": "Instructions and skills for you, sent once (Local mode).",

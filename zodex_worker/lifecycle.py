@@ -12,6 +12,7 @@ import asyncio
 import fcntl
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -34,10 +35,20 @@ def watch_runtime_owner(lock_path: Path, loop: asyncio.AbstractEventLoop, gone: 
 
 
 class IdleTimer:
-    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float, expired: asyncio.Event) -> None:
+    """``still_busy`` is asked when the deadline comes: jobs a command left behind keep
+    the worker (it would kill them on exit), so the deadline starts again instead."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        seconds: float,
+        expired: asyncio.Event,
+        still_busy: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._loop = loop
         self._seconds = seconds
         self._expired = expired
+        self._still_busy = still_busy
         self._handle: asyncio.TimerHandle | None = None
 
     def update(self, running_sessions: int) -> None:
@@ -46,4 +57,10 @@ class IdleTimer:
                 self._handle.cancel()
                 self._handle = None
         elif self._handle is None:
-            self._handle = self._loop.call_later(self._seconds, self._expired.set)
+            self._handle = self._loop.call_later(self._seconds, self._deadline)
+
+    def _deadline(self) -> None:
+        if self._still_busy():
+            self._handle = self._loop.call_later(self._seconds, self._deadline)
+        else:
+            self._expired.set()

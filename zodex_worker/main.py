@@ -88,7 +88,7 @@ async def run(args: argparse.Namespace) -> int:
 
     stop = asyncio.Event()
     watch_runtime_owner(layout.runtime_lock, loop, stop)
-    idle = IdleTimer(loop, limits.idle_worker_exit_s, stop)
+    idle = IdleTimer(loop, limits.idle_worker_exit_s, stop, service.table.jobs_left_behind)
     service.on_idle_change = lambda: idle.update(service.table.running_count())
     idle.update(0)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

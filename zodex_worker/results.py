@@ -46,6 +46,12 @@ def session_result(session: Session, output: str) -> dict[str, Any]:
         if ending.signal is not None:
             result["signal"] = ending.signal
         result["termination_reason"] = ending.reason
+        if ending.left_behind or ending.background:
+            # The handle stays the way to poll and kill the jobs the command left behind
+            # (docs/sessions.md#background-processes).
+            result["background_processes"] = ending.background
+            if ending.background:
+                result["session_handle"] = session.handle
     spill = session.output.spill_fields()
     if spill is not None:
         result.update(spill)

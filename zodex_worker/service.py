@@ -29,6 +29,7 @@ from zodex_worker.sessions import SessionTable, Tombstone
 from zodex_worker.validation import check_exec_args, check_patch_args, check_write_args
 
 SESSION_KEY = "_session"  # in an exec reply for a command that already ended: its handle
+EVICTED_CMD_CHARS = 200  # an evicted session's command, as reported, is cut to this
 
 # docs/modes.md#environment-of-a-command: every command's environment gets these, whatever the mode.
 COMMAND_ENV = {
@@ -80,12 +81,12 @@ class WorkerService:
         cmd, workdir = body["cmd"], body["workdir"]
         yield_ms = self.limits.clamp_yield(body.get("yield_time_ms"), for_exec=True)
         timeout_ms = self.limits.clamp_timeout(body.get("timeout_ms"))
-        self.table.make_room()
+        evicted = self.table.make_room()
         session = self._spawn(cmd, workdir, timeout_ms, body.get(messages.EXEC_TAG))
         await session.wait_exit(yield_ms / 1000)
         async with session.lock:
             result = session_result(session, session.output.take_delta())
-            if session.running:
+            if "session_handle" in result:  # running, or left jobs behind
                 session.handle_delivered = True
             else:
                 # Wire-only (the gateway strips it): history links the exited session's
@@ -96,6 +97,8 @@ class WorkerService:
                 # timeout (or the runtime's stop) can still end them.
                 self.table.drop(session)
             session.last_used = time.monotonic()
+            if evicted is not None:
+                _report_eviction(result, evicted)
             return result
 
     async def write(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -121,6 +124,8 @@ class WorkerService:
                 await session.wait_poll(yield_ms / 1000, output_after=typed_at)
             else:
                 await session.wait_poll(yield_ms / 1000)
+            if not session.running:
+                session.refresh_background()  # a poll reports the jobs still running now
             result = session_result(session, session.output.take_delta())
             session.last_used = time.monotonic()
             return result
@@ -208,3 +213,13 @@ class WorkerService:
         )
         self.on_idle_change()
         return session
+
+
+def _report_eviction(result: dict[str, Any], evicted: Session) -> None:
+    """Tell the model which session made room for this one (its handle now answers from
+    its tombstone, and its left-behind jobs were ended): docs/sessions.md#capacity-and-eviction."""
+    cmd = evicted.cmd
+    if len(cmd) > EVICTED_CMD_CHARS:
+        cmd = cmd[: EVICTED_CMD_CHARS - 1] + "…"
+    result["evicted_session"] = {"session_handle": evicted.handle, "cmd": cmd}
+    result["summary"] += f"; evicted {evicted.handle} to make room"

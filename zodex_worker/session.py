@@ -34,7 +34,8 @@ class Ending:
     signal: str | None
     reason: str  # "exit" | "timeout" | "killed"
     ended_at: float  # monotonic
-    background: int
+    background: int  # left-behind processes still running, as last counted
+    left_behind: int = 0  # how many the command left behind when it ended
 
 
 EventSink = Callable[[str, dict[str, Any]], None]
@@ -201,7 +202,7 @@ class Session:
         self.output.close()
         leftovers = self._find_members() if self._may_have_members() else []
         self._members = leftovers
-        self.ending = Ending(code, sig, self._reason, time.monotonic(), len(leftovers))
+        self.ending = Ending(code, sig, self._reason, time.monotonic(), len(leftovers), len(leftovers))
         if not leftovers and self._term_task is None:
             self._timeout.cancel()
         if self._eof:
@@ -344,6 +345,14 @@ class Session:
             if leader is not None and not leader.zombie:
                 alive.append(leader)
         return alive
+
+    def refresh_background(self) -> int:
+        """Count the left-behind processes again (a poll reports the current number,
+        docs/sessions.md#background-processes); 0 for a session that left none."""
+        ending = self.ending
+        if ending is not None and ending.background:
+            ending.background = len(self._alive_members())
+        return ending.background if ending is not None else 0
 
     def discard(self) -> None:
         """Forget the PTY (eviction or shutdown after the processes are gone)."""

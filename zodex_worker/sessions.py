@@ -27,10 +27,18 @@ class SessionTable:
     def running_count(self) -> int:
         return sum(1 for s in self.live.values() if s.running)
 
-    def make_room(self) -> None:
-        """Evict the least recently used exited session if full; refuse when all run."""
+    def jobs_left_behind(self) -> bool:
+        """Whether an exited session still has left-behind jobs running (counted afresh):
+        the worker must not idle out under them."""
+        return any(s.refresh_background() for s in self.live.values() if _has_jobs(s))
+
+    def make_room(self) -> Session | None:
+        """Evict the least recently used exited session if full, and return it (the call
+        that caused it reports it); refuse when all run. A session whose left-behind jobs
+        were last seen running is evicted only when no other exited session is left,
+        because evicting it ends them (docs/sessions.md#capacity-and-eviction)."""
         if len(self.live) < self.capacity:
-            return
+            return None
         exited = [s for s in self.live.values() if not s.running]
         if not exited:
             raise ProtocolError(
@@ -38,7 +46,9 @@ class SessionTable:
                 f"session capacity reached ({self.capacity} running sessions); "
                 "finish or kill one before starting another command",
             )
-        self.retire(min(exited, key=lambda s: s.last_used))
+        victim = min(exited, key=lambda s: (_has_jobs(s), s.last_used))
+        self.retire(victim)
+        return victim
 
     def add(self, session: Session) -> None:
         self.live[session.handle] = session
@@ -46,11 +56,13 @@ class SessionTable:
     def retire(self, session: Session) -> None:
         """Turn an exited session into a tombstone and let go of its PTY and buffers."""
         self.live.pop(session.handle, None)
+        if _has_jobs(session):
+            session.terminate()  # left-behind jobs end with their session
+            assert session.ending is not None
+            session.ending.background = 0  # the tombstone must not offer a kill it cannot do
         if session.handle_delivered:
             final = session_result(session, "")
             self.tombstones[session.handle] = Tombstone(final, time.monotonic() + self.tombstone_seconds)
-        if session.ending is not None and session.ending.background:
-            session.terminate()  # left-behind jobs end with their session
         session.discard()
 
     def drop(self, session: Session) -> None:
@@ -63,3 +75,8 @@ class SessionTable:
         for key in [k for k, t in self.tombstones.items() if t.expires_at <= now]:
             del self.tombstones[key]
         return self.live.get(handle) or self.tombstones.get(handle)
+
+
+def _has_jobs(session: Session) -> bool:
+    """An exited session whose left-behind jobs were running when last counted."""
+    return session.ending is not None and session.ending.background > 0
