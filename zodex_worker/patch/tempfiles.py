@@ -50,7 +50,7 @@ def create(directory: str, name: str, mode: int) -> tuple[int, str]:
 
     ``mode`` goes to open(2), so the process umask can only remove bits from it.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_BINARY", 0)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     tag = writer_tag()
     while True:
         tmp = os.path.join(directory, f".{name[:_MAX_STEM]}.{tag}-{secrets.token_hex(6)}{SUFFIX}")
