@@ -119,10 +119,13 @@ class ToolHandlers:
     ) -> types.CallToolResult:
         args = params.arguments or {}
         history = self.local.history
+        stop = _stop_kind(params.name, args)
         try:
             agent = self._agent(ctx)
         except HistoryUnavailable as exc:
-            return error_result(str(exc))
+            if stop is None:
+                return error_result(str(exc))
+            agent = None  # a stop is carried out, unattributed (docs/history.md#recording)
         if params.name == tools.SET_AGENT_ALIAS and self.mode == "local":
             return self._set_alias(agent, args)
         declared, real = _workdirs(args)
@@ -139,9 +142,16 @@ class ToolHandlers:
                     session_handle=target if isinstance(target, str) else None,
                 )
             except HistoryUnavailable as exc:
-                return error_result(str(exc))  # nothing runs unrecorded
-            for watcher in self.local.watchers:
-                watcher.call_started(invocation)
+                if stop is None:
+                    return error_result(str(exc))  # nothing runs unrecorded
+                # Stopping a command must never depend on the disk: carry it out, say so.
+                log.warning(
+                    "write_stdin %s for session %s carried out but not recorded in history: %s",
+                    stop, _loggable(target), exc.cause,
+                )  # fmt: skip
+            if invocation is not None:
+                for watcher in self.local.watchers:
+                    watcher.call_started(invocation)
         outcome = await self._dispatch(params.name, args, invocation)
         ok = not outcome.result.is_error
         if history is not None and invocation is not None:
@@ -215,7 +225,10 @@ class ToolHandlers:
             alias = clean_alias(args.get("alias"))
         except ProtocolError as exc:
             return error_result(exc.message)
-        updated = history.set_alias(agent.agent_id, alias)
+        try:
+            updated = history.set_alias(agent.agent_id, alias)
+        except HistoryUnavailable as exc:
+            return error_result(str(exc))
         for watcher in self.local.watchers:
             watcher.agent_updated(updated)
         data = {"agent_id": updated.agent_id, "alias": updated.alias or ""}
@@ -248,6 +261,30 @@ class ToolHandlers:
             structured_content=result.structured_content,
             is_error=result.is_error,
         )
+
+
+# Characters that stop a command when typed: Ctrl-C, Ctrl-D, Ctrl-\.
+_STOP_CHARS = {"\u0003": "Ctrl-C", "\u0004": "Ctrl-D", "\u001c": "Ctrl-\\"}
+
+
+def _stop_kind(name: str, args: dict[str, Any]) -> str | None:
+    """How a write_stdin call stops its command (``kill_process`` or the control character
+    typed), or None for any other call."""
+    if name != tools.WRITE_STDIN:
+        return None
+    if args.get("kill_process") is True:
+        return "kill_process"
+    chars = args.get("chars")
+    if isinstance(chars, str):
+        for char, label in _STOP_CHARS.items():
+            if char in chars:
+                return label
+    return None
+
+
+def _loggable(value: Any) -> str:
+    # A handle is model input: one line in the log whatever it holds.
+    return json.dumps(value, ensure_ascii=True)[:200]
 
 
 def _text_of(result: types.CallToolResult) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from zodex_gateway.history import HistoryStore
+from zodex_gateway.history import HistoryStore, HistoryUnavailable
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ProtocolError
@@ -30,6 +30,7 @@ log = logging.getLogger("zodex.gateway")
 WELCOME_TIMEOUT_S = 2.0
 BATCH_BYTES = 256 * 1024
 GAP_REASON = "output events were dropped: the history writer fell behind this command"
+UNWRITABLE_REASON = "output events were not stored: history could not write"
 
 
 EventSink = Callable[[list[Envelope]], None]
@@ -51,6 +52,10 @@ class EventCapture:
         self._codec = codec
         self._readers: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._last_seq: dict[str, int] = {}
+        # Sessions whose events history failed to store, to be marked incomplete once it
+        # writes again; capture goes on (a full disk may be freed).
+        self._unstored: set[str] = set()
+        self._failing = False
 
     async def attach(self, record: WorkerRecord) -> None:
         key = (record.worker_id, record.incarnation)
@@ -105,9 +110,27 @@ class EventCapture:
 
     def _write(self, batch: list[list[bytes]]) -> list[Envelope]:
         """Verify, decode and store a batch in arrival order; runs on a thread (the store is
-        thread-safe). Returns the events."""
-        output: list[tuple[str, str]] = []
+        thread-safe). Returns the events, stored or not: viewers still see them."""
         events = [e for e in map(self._decode, batch) if e is not None]
+        try:
+            for handle in sorted(self._unstored):
+                self._store.mark_output_incomplete(handle, UNWRITABLE_REASON)
+                self._unstored.discard(handle)
+            self._store_events(events)
+        except HistoryUnavailable as exc:
+            if not self._failing:
+                log.warning("history capture could not store command events: %s", exc.cause)
+                self._failing = True
+            self._unstored.update(str(e.body.get("session", "")) for e in events)
+            self._unstored.discard("")
+            return events
+        if self._failing:
+            log.warning("history capture stores command events again")
+            self._failing = False
+        return events
+
+    def _store_events(self, events: list[Envelope]) -> None:
+        output: list[tuple[str, str]] = []
         for event in events:
             body: dict[str, Any] = event.body
             handle = str(body.get("session", ""))
@@ -139,7 +162,6 @@ class EventCapture:
                 )
         if output:
             self._store.append_output(output)
-        return events
 
     def _check_seq(self, handle: str, seq: int) -> None:
         expected = self._last_seq.get(handle, 0) + 1

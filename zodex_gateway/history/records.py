@@ -16,7 +16,14 @@ OUTPUT_LOST: Final = "runtime stopped before the command ended; later output was
 
 
 class HistoryUnavailable(Exception):
-    """History cannot read or write; the message is one line, fit to show the model."""
+    """History cannot read or write; the message is one line, fit to show the model.
+
+    ``cause`` is the underlying failure alone (e.g. ``database or disk is full``), for a
+    caller that words its own line around it."""
+
+    def __init__(self, message: str, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause if cause is not None else message
 
 
 @dataclass(frozen=True)

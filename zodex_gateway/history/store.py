@@ -113,7 +113,7 @@ class HistoryStore:
     def _transaction(self, begin: str, failure: str) -> Iterator[sqlite3.Connection]:
         conn = self._conn
         if conn is None:
-            raise HistoryUnavailable(failure.replace("{error}", "history is closed"))
+            raise HistoryUnavailable(failure.replace("{error}", "history is closed"), "history is closed")
         try:
             conn.execute(begin)
             try:
@@ -127,7 +127,8 @@ class HistoryStore:
                         pass  # the original error is the one worth reporting
                 raise
         except sqlite3.Error as exc:
-            raise HistoryUnavailable(_one_line(failure.replace("{error}", str(exc)))) from exc
+            cause = _one_line(str(exc))
+            raise HistoryUnavailable(_one_line(failure.replace("{error}", cause)), cause) from exc
 
     def _recover(self) -> None:
         now = self._clock()
