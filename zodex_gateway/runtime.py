@@ -8,7 +8,6 @@ gateways — say stdio and HTTP — share the same workers and sessions.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -17,6 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zodex_gateway.runtime_dirs import hold_lock, holds, remove_abandoned_runtimes, write_owner_file
 from zodex_protocol.envelope import create_key_file, read_key_file
 from zodex_protocol.layout import RuntimeLayout, default_runtime_root
 from zodex_protocol.limits import Limits
@@ -56,6 +56,7 @@ class Runtime:
     shell: list[str] = field(default_factory=default_shell)
     owner: bool = False
     _lock_fd: int | None = None
+    _stale_lock_fds: list[int] = field(default_factory=list)
 
     @property
     def spill_dir(self) -> Path:
@@ -68,8 +69,10 @@ class Runtime:
         layout.root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         layout.create()
         key = create_key_file(layout.key_file)
-        lock_fd = os.open(layout.runtime_lock, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)  # released by the kernel however we exit
+        lock_fd = hold_lock(layout)  # released by the kernel however we exit
+        write_owner_file(layout)
+        # Directories of gateways that died without removing theirs (SIGKILL).
+        remove_abandoned_runtimes(layout.root.parent, keep=layout.root)
         return cls(
             runtime_id=runtime_id,
             layout=layout,
@@ -93,10 +96,42 @@ class Runtime:
             limits=limits or Limits(),
         )
 
+    def restore_directory(self) -> bool:
+        """Owner only: make the runtime directory again — same key, a newly held lock,
+        the worker registry — when it (or part of it) was removed under the running
+        runtime; True when something was missing. The lock held before is kept until
+        :meth:`release_stale_locks`: workers waiting on it stop once it is closed."""
+        if not self.owner or self._lock_fd is None:
+            return False
+        layout = self.layout
+        if holds(self._lock_fd, layout) and layout.workers_dir.is_dir() and layout.key_file.is_file():
+            return False
+        layout.root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        layout.create()
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(layout.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                os.write(fd, self.key)
+            finally:
+                os.close(fd)
+        if not holds(self._lock_fd, layout):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(layout.runtime_lock)  # not the file we hold: replace it
+            self._stale_lock_fds.append(self._lock_fd)
+            self._lock_fd = hold_lock(layout)
+        write_owner_file(layout)
+        return True
+
+    def release_stale_locks(self) -> None:
+        for fd in self._stale_lock_fds:
+            os.close(fd)
+        self._stale_lock_fds.clear()
+
     def release(self) -> None:
         """Owner only: drop the lock (workers notice and stop) and remove the directory."""
         if not self.owner:
             return
+        self.release_stale_locks()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

@@ -4,7 +4,7 @@
 (so two gateways never start two workers for one workdir) and waiting for its ``READY``
 line. ``route_handle`` reads the worker id and incarnation out of a handle and answers:
 the live worker, the tombstone an incarnation left when it exited cleanly, *lost* when
-that incarnation died, or *unknown*.
+that incarnation was registered as started and died, or *unknown*.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class Supervisor:
         self._locks: dict[str, asyncio.Lock] = {}
         self._children: dict[int, asyncio.subprocess.Process] = {}
         self._counted_crashes: set[tuple[str, int]] = set()
+        self._abandoned: set[tuple[str, int]] = set()  # ended by us: not crashes
         self._health_failures: dict[str, int] = {}
         self._health_task: asyncio.Task[None] | None = None
         self.on_new_worker: Callable[[WorkerRecord], Awaitable[None]] | None = None
@@ -74,6 +75,7 @@ class Supervisor:
     async def worker_for(self, real_path: str) -> WorkerClient:
         if self.stopping:
             raise ProtocolError(ErrorCode.STOPPING, "runtime is stopping; new tool calls are not accepted")
+        self._check_runtime_dir()
         worker_id = worker_id_for(real_path)
         client = self.clients.get(worker_id)
         if client is not None and client.alive:
@@ -110,6 +112,10 @@ class Supervisor:
                 f"{policy.window_s:.0f}s; not restarting it for now. Check the gateway log, then retry later",
             )
         incarnation = record.incarnation % (MAX_INCARNATION - 1) + 1 if record else 1
+        # Incarnation numbers wrap: what an earlier holder of this one left must not
+        # answer for the new one's handles.
+        self.layout.started_file(worker_id, incarnation).unlink(missing_ok=True)
+        self.layout.exit_file(worker_id, incarnation).unlink(missing_ok=True)
         return await self._spawn(worker_id, incarnation, real_path, policy)
 
     async def _spawn(
@@ -207,28 +213,68 @@ class Supervisor:
         if key in self._counted_crashes or self.layout.exit_file(*key).exists():
             return
         self._counted_crashes.add(key)
-        self.policies.setdefault(record.worker_id, RestartPolicy()).record_crash()
-        log.warning("worker for %s (incarnation %d) exited unexpectedly", record.workdir, record.incarnation)
+        if key not in self._abandoned:
+            self.policies.setdefault(record.worker_id, RestartPolicy()).record_crash()
+            log.warning(
+                "worker for %s (incarnation %d) exited unexpectedly", record.workdir, record.incarnation
+            )
         # Its sessions are lost; commands that survived the PTY hang-up must not run on
         # unowned. Their environment names the incarnation that started them.
         prefix = str(SessionHandle(record.worker_id, record.incarnation, "")).rstrip("-")
         for orphan in proctree.processes_with_env(f"{proctree.SESSION_MARKER}={prefix}-"):
             proctree.signal_process(orphan, signal.SIGKILL)
 
+    # ---- a removed runtime directory ----------------------------------------------------
+
+    def _check_runtime_dir(self) -> None:
+        """Make the runtime directory again if it was removed under us, and end the
+        workers whose sockets went with it: nobody else can reach them, so their handles
+        answer *lost* (docs/sessions.md#after-exit). A few stats per call."""
+        restored = self.runtime.restore_directory()
+        if restored:
+            log.warning("the runtime directory %s was removed; made it again", self.layout.root)
+        elif not self.runtime.owner and not self.layout.workers_dir.is_dir():
+            raise ProtocolError(
+                ErrorCode.WORKER_UNAVAILABLE,
+                f"the runtime directory {self.layout.root} was removed; restart this gateway",
+            )
+        for client in [c for c in self.clients.values() if c.alive]:
+            if not os.path.exists(client.record.request_endpoint.removeprefix("ipc://")):
+                self._abandon(client)
+        if restored:
+            self.runtime.release_stale_locks()  # workers of other gateways stop cleanly
+
+    def _abandon(self, client: WorkerClient) -> None:
+        record = client.record
+        log.warning("the sockets of the worker for %s were removed; ending it", record.workdir)
+        key = (record.worker_id, record.incarnation)
+        self._abandoned.add(key)
+        # Registered as started (again, if the registry went with the directory), so its
+        # handles answer lost; the next incarnation gets a higher number.
+        with contextlib.suppress(OSError):
+            record.write(self.layout.started_file(*key))
+            if WorkerRecord.read(self.layout.record_file(record.worker_id)) is None:
+                record.write(self.layout.record_file(record.worker_id))
+        self._kill_record(record)
+        client.mark_dead()  # ends its sessions' processes (_note_end)
+
     # ---- handle → worker ---------------------------------------------------------------
 
     async def route_handle(self, text: str) -> WorkerClient | dict[str, Any]:
-        """The worker that owns a handle, or the final result of an exited incarnation."""
+        """The worker that owns a handle, or the final result of an exited incarnation.
+
+        *Lost* is only an incarnation the registry recorded as started, now gone without
+        its clean-exit file; anything else is unknown, naming no directory
+        (docs/sessions.md#handles)."""
         if self.stopping:
             raise ProtocolError(ErrorCode.STOPPING, "runtime is stopping; new tool calls are not accepted")
+        self._check_runtime_dir()
         unknown = ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {text}")
         handle = SessionHandle.parse(text)
         if handle is None:
             raise unknown
         record = WorkerRecord.read(self.layout.record_file(handle.worker_id))
-        if record is None:
-            raise unknown
-        if handle.incarnation == record.incarnation:
+        if record is not None and handle.incarnation == record.incarnation:
             client = self.clients.get(handle.worker_id)
             if client is not None and client.alive and client.incarnation == record.incarnation:
                 return client
@@ -243,8 +289,12 @@ class Supervisor:
             if final is None:
                 raise unknown
             return final
-        if handle.incarnation <= record.incarnation:
-            raise ProtocolError(ErrorCode.SESSION_LOST, lost_message(text, record.workdir))
+        started = WorkerRecord.read(self.layout.started_file(handle.worker_id, handle.incarnation))
+        if started is not None and (started.worker_id, started.incarnation) == (
+            handle.worker_id,
+            handle.incarnation,
+        ):
+            raise ProtocolError(ErrorCode.SESSION_LOST, lost_message(text, started.workdir))
         raise unknown
 
     # ---- shutdown ----------------------------------------------------------------------

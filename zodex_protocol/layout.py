@@ -6,7 +6,11 @@ runtime dir exists, ``/tmp/zodex-<uid>/<runtime_id>``. Inside it::
     key                      HMAC key of the wire protocol (0600)
     runtime.lock             held exclusively by the runtime's owner for its whole life;
                              workers wait on it to notice the owner is gone
+    owner.json               the owner's pid and start time, for a later gateway that
+                             finds the directory without a held lock
     w/<worker id>.json       registry record of the worker's latest incarnation
+    w/<worker id>-<inc>.started  the record of every incarnation that started (same
+                             content); kept, so a handle of a dead one answers *lost*
     w/<worker id>.lock       spawn lock: one spawner per workdir at a time
     w/<worker id>-<inc>.req  ipc endpoint of the worker's ROUTER
     w/<worker id>-<inc>.pub  ipc endpoint of the worker's PUB
@@ -61,6 +65,13 @@ class RuntimeLayout:
     def exit_file(self, worker_id: str, incarnation: int) -> Path:
         return self.workers_dir / f"{worker_id}-{incarnation}.exit"
 
+    def started_file(self, worker_id: str, incarnation: int) -> Path:
+        return self.workers_dir / f"{worker_id}-{incarnation}.started"
+
+    @property
+    def owner_file(self) -> Path:
+        return self.root / "owner.json"
+
     def create(self) -> None:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
@@ -84,6 +95,13 @@ class WorkerRecord:
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(asdict(self)))
         os.replace(tmp, path)
+
+    def publish(self, layout: RuntimeLayout) -> None:
+        """Register this incarnation as started, then as the worker's latest: a handle
+        of an incarnation with a ``.started`` record and no ``.exit`` file is *lost*
+        once that incarnation is gone (docs/sessions.md#handles)."""
+        self.write(layout.started_file(self.worker_id, self.incarnation))
+        self.write(layout.record_file(self.worker_id))
 
     @classmethod
     def read(cls, path: Path) -> WorkerRecord | None:

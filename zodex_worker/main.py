@@ -108,7 +108,7 @@ async def run(args: argparse.Namespace) -> int:
         request_endpoint=request_endpoint,
         event_endpoint=event_endpoint,
         protocol=PROTOCOL_VERSION,
-    ).write(layout.record_file(args.worker_id))
+    ).publish(layout)
     _announce_ready()
 
     serving = asyncio.create_task(server.serve())
