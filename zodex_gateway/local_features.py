@@ -73,14 +73,20 @@ async def open_features(supervisor: Supervisor, options: FeatureOptions) -> Open
         return OpenFeatures(
             LocalFeatures(context=context, stdio_connection=options.stdio_connection), None, None
         )
-    store = HistoryStore(supervisor.runtime.state_dir / "history")
+    max_age_ms = config.get("history.max-age")
+    max_bytes = config.get("history.max-size")
+    assert isinstance(max_age_ms, int) and isinstance(max_bytes, int)
+    # Off the loop: a history made before incremental vacuum is rewritten once on opening.
+    store = await asyncio.to_thread(
+        HistoryStore,
+        supervisor.runtime.state_dir / "history",
+        max_bytes=max_bytes,
+        output_cap_bytes=supervisor.runtime.limits.spill_file_cap_bytes,
+    )
     hub = EventHub()
     feed = ObserverFeed(store, hub)
     capture = EventCapture(store, supervisor.context, supervisor.codec, sink=feed.worker_events)
     supervisor.on_new_worker = capture.attach
-    max_age_ms = config.get("history.max-age")
-    max_bytes = config.get("history.max-size")
-    assert isinstance(max_age_ms, int) and isinstance(max_bytes, int)
 
     async def keep_retention() -> None:
         while True:

@@ -210,6 +210,8 @@ async def test_crash_mid_command_leaves_an_incomplete_record(tmp_path: Path) -> 
 
 async def test_fifty_megabytes_are_recorded_completely(tmp_path: Path) -> None:
     with local_env() as local:
+        # Within the per-command cap (the spill cap), so every byte is kept.
+        local.run("local", "config", "set", "output.spill-cap", "64mb")
         local.run("local", "start", str(tmp_path))
         async with connected(local) as mcp:
             r = await call(

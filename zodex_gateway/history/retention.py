@@ -1,8 +1,10 @@
-"""Trimming history: whole invocations, oldest first, the newest always kept.
+"""Trimming history: whole invocations, oldest first; the newest and pending ones are kept.
 
-Size is the sum of the rows' ``size`` columns (stored UTF-8 bytes plus a per-row
-allowance, see :mod:`schema`), not the file size: it falls exactly as rows are deleted,
-while the file keeps its freed pages for reuse (nothing vacuums them away).
+Two limits (docs/history.md#retention): an age, applied at start and hourly, and a size,
+the bytes on disk, enforced as history is written (:mod:`.size_limit`). Rows carry ``size``
+(stored UTF-8 bytes plus a per-row allowance, see :mod:`.schema`): the size trim deletes
+until these add up to the excess, then the caller gives the freed pages back and measures
+the file again.
 """
 
 from __future__ import annotations
@@ -32,41 +34,48 @@ def stored_bytes(conn: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-def retention_step(
-    conn: sqlite3.Connection, *, max_age_s: float, max_bytes: int, now: float, budget: int
-) -> tuple[int, bool]:
-    """Delete at most ``budget`` invocations; returns (deleted, finished).
-
-    Called in a write transaction; the caller commits between steps so a large trim
-    never holds the write lock for long. Pending calls are never removed.
-    """
+def _newest(conn: sqlite3.Connection) -> int:
     newest = conn.execute("SELECT seq FROM invocations ORDER BY started_at DESC, seq DESC LIMIT 1").fetchone()
-    keep = -1 if newest is None else int(newest[0])
-    deleted = 0
+    return -1 if newest is None else int(newest[0])
 
+
+def age_step(conn: sqlite3.Connection, *, max_age_s: float, now: float, budget: int) -> int:
+    """Delete at most ``budget`` invocations older than ``max_age_s``; returns how many.
+
+    Called in a write transaction; the caller commits between steps so a large trim never
+    holds the write lock for long."""
     too_old = conn.execute(
-        _CANDIDATES.format(extra="AND started_at < ?"), (keep, PENDING, now - max_age_s, budget)
+        _CANDIDATES.format(extra="AND started_at < ?"), (_newest(conn), PENDING, now - max_age_s, budget)
     ).fetchall()
     for seq, inv_id, handle, size in too_old:
         _delete_invocation(conn, seq, inv_id, handle, size)
-        deleted += 1
-    if deleted >= budget:
-        return deleted, False
+    if len(too_old) < budget:
+        drop_orphan_sessions(conn, now)
+    return len(too_old)
 
-    _drop_orphan_sessions(conn, now)
-    total = stored_bytes(conn)
-    while total > max_bytes and deleted < budget:
-        rows = conn.execute(
-            _CANDIDATES.format(extra=""), (keep, PENDING, min(64, budget - deleted))
-        ).fetchall()
-        if not rows:
-            return deleted, True  # only the newest and pending calls are left
-        for seq, inv_id, handle, size in rows:
-            if total <= max_bytes:
-                break
-            total -= _delete_invocation(conn, seq, inv_id, handle, size)
-            deleted += 1
-    return deleted, total <= max_bytes
+
+def size_step(conn: sqlite3.Connection, *, excess: int, budget: int) -> int:
+    """Delete the oldest invocations whose rows add up to ``excess`` bytes, at most
+    ``budget`` of them; returns how many (0: only the newest and pending ones are left)."""
+    rows = conn.execute(_CANDIDATES.format(extra=""), (_newest(conn), PENDING, budget)).fetchall()
+    freed = 0
+    deleted = 0
+    for seq, inv_id, handle, size in rows:
+        if freed >= excess:
+            break
+        freed += _delete_invocation(conn, seq, inv_id, handle, size)
+        deleted += 1
+    return deleted
+
+
+def trim_marker(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(newest seq, pending calls): while these stay the same, a size trim that found
+    nothing to delete would find nothing again."""
+    row = conn.execute(
+        "SELECT COALESCE(MAX(seq), -1), (SELECT COUNT(*) FROM invocations WHERE status = ?) FROM invocations",
+        (PENDING,),
+    ).fetchone()
+    return int(row[0]), int(row[1])
 
 
 def _delete_invocation(conn: sqlite3.Connection, seq: int, inv_id: str, handle: str | None, size: int) -> int:
@@ -95,7 +104,7 @@ def _drop_session(conn: sqlite3.Connection, handle: str) -> int:
     return int(row[0])
 
 
-def _drop_orphan_sessions(conn: sqlite3.Connection, now: float) -> None:
+def drop_orphan_sessions(conn: sqlite3.Connection, now: float) -> None:
     """Sessions no invocation refers to, e.g. a command whose exec call was never
     completed and was then trimmed, or events that arrived for a call already removed."""
     orphans = conn.execute(

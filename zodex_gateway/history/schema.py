@@ -1,8 +1,11 @@
 """The history database layout and its migrations, versioned with ``PRAGMA user_version``.
 
 Every row carries ``size``: the UTF-8 bytes of its variable-length values plus a fixed
-per-row allowance for SQLite's record and index overhead. Retention trims by the sum of
-these, a measure that shrinks exactly as rows go (the file keeps freed pages for reuse).
+per-row allowance for SQLite's record and index overhead. The size limit itself is the
+bytes on disk (:mod:`.size_limit`); these sums estimate what deleting rows frees.
+
+Version 2 adds each session's output counters for the per-command output cap
+(:mod:`.output_cap`).
 """
 
 from __future__ import annotations
@@ -99,10 +102,19 @@ CREATE TABLE output_chunks (
 CREATE INDEX output_chunks_size ON output_chunks (handle, size);
 """
 
-SCHEMA_VERSION: Final = 1
+_V2: Final = """
+ALTER TABLE processes ADD COLUMN output_bytes INTEGER NOT NULL DEFAULT 0;   -- stored, marker not counted
+ALTER TABLE processes ADD COLUMN output_cut INTEGER NOT NULL DEFAULT 0;     -- bytes left out
+ALTER TABLE processes ADD COLUMN output_marker_seq INTEGER;                 -- the cut marker's chunk
+UPDATE processes SET output_bytes =
+    (SELECT COALESCE(SUM(size), 0) FROM output_chunks AS c WHERE c.handle = processes.handle)
+"""
+
+SCHEMA_VERSION: Final = 2
 
 _MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {
     1: lambda conn: _run_script(conn, _V1),
+    2: lambda conn: _run_script(conn, _V2),
 }
 
 

@@ -17,8 +17,9 @@ from zodex_gateway.history.records import OUTPUT_LOST, PROCESS_LOST
 from zodex_gateway.history.schema import ROW_OVERHEAD
 
 # Output pieces of one handle that arrive together are stored as one row, up to this
-# many characters: far fewer rows than events, and no row too large to handle.
-MAX_CHUNK_CHARS: Final = 1024 * 1024
+# many characters: far fewer rows than events, and small enough that cutting the start of
+# a capped command's tail rewrites little (see output_cap).
+MAX_CHUNK_CHARS: Final = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -126,18 +127,6 @@ def merge_output(batch: Sequence[tuple[str, str]]) -> list[tuple[str, str, int]]
     return rows
 
 
-def append(conn: sqlite3.Connection, rows: Sequence[tuple[str, str, int]]) -> None:
-    next_seq: dict[str, int] = {}
-    values: list[tuple[str, int, str, int]] = []
-    for handle, text, size in rows:
-        if handle not in next_seq:
-            top = conn.execute("SELECT MAX(seq) FROM output_chunks WHERE handle = ?", (handle,)).fetchone()[0]
-            next_seq[handle] = 0 if top is None else int(top) + 1
-        values.append((handle, next_seq[handle], text, size))
-        next_seq[handle] += 1
-    conn.executemany("INSERT INTO output_chunks (handle, seq, text, size) VALUES (?, ?, ?, ?)", values)
-
-
 def mark_incomplete(conn: sqlite3.Connection, handle: str, reason: str) -> None:
     conn.execute(
         "INSERT INTO processes (handle, output_complete, output_incomplete_reason, size) VALUES (?, 0, ?, ?)"
@@ -207,6 +196,7 @@ _PROCESS_FIELDS: Final = (
     "reason",
     "output_complete",
     "output_incomplete_reason",
+    "output_cut",
     "creator_agent_id",
     "creator_invocation_id",
 )

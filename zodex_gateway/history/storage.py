@@ -15,6 +15,13 @@ DB_NAME: Final = "history.sqlite3"
 SIDECARS: Final = ("-wal", "-shm")
 DIR_MODE: Final = 0o700
 FILE_MODE: Final = 0o600
+# How long a checkpoint waits for another process's readers before leaving the WAL as it
+# is; the store's callers wait meanwhile.
+CHECKPOINT_BUSY_MS: Final = 250
+INCREMENTAL: Final = 2  # PRAGMA auto_vacuum
+# Free pages given back per transaction (8 MiB of 4 KiB pages): moving pages holds the
+# write lock, so a large trim gives them back in steps, checkpointing in between.
+VACUUM_STEP_PAGES: Final = 2048
 # The WAL file is truncated back to this after a checkpoint, so a 50 MB burst of output
 # does not leave a 50 MB file behind.
 JOURNAL_SIZE_LIMIT: Final = 16 * 1024 * 1024
@@ -65,10 +72,19 @@ def connect(directory: Path, *, busy_timeout_s: float) -> sqlite3.Connection:
     # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), never implied.
     conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
     try:
+        # Takes effect only on a new file, and must come before WAL mode writes its first
+        # page; an older file is switched once by its runtime (HistoryStore).
+        if int(conn.execute("PRAGMA page_count").fetchone()[0]) == 0:
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             log.warning("history %s is not in WAL mode (%s); it may be read-only", path, mode)
         conn.execute("PRAGMA synchronous = NORMAL")
+        # Debian's SQLite zeroes every freed page (secure_delete=ON), so trimming 16 MiB of
+        # output would write 16 MiB of zeros to the WAL. FAST still clears freed cells in
+        # pages it writes anyway, and trimming gives the freed pages back at once
+        # (incremental vacuum), so old content does not linger in the file.
+        conn.execute("PRAGMA secure_delete = FAST")
         conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
         for suffix in SIDECARS:
             _tighten(path.with_name(path.name + suffix), FILE_MODE)
@@ -76,6 +92,53 @@ def connect(directory: Path, *, busy_timeout_s: float) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def vacuum_step(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Give up to :data:`VACUUM_STEP_PAGES` free pages back to the file system (live pages
+    from the end of the file move into the holes); returns (pages freed, bytes still free).
+    Outside any transaction; raises sqlite3.Error."""
+    before = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+    if before:
+        # The pragma frees one page per step of its statement; a script runs it to the end.
+        conn.executescript(f"PRAGMA incremental_vacuum({VACUUM_STEP_PAGES});")
+    after = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+    page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    return before - after, after * page
+
+
+def checkpoint(conn: sqlite3.Connection, *, busy_timeout_ms: int) -> bool:
+    """Copy the WAL into the database and truncate it to nothing; False when a reader in
+    another process holds it. Raises sqlite3.Error."""
+    conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_BUSY_MS}")
+    try:
+        return int(conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]) == 0
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+
+
+def is_incremental(conn: sqlite3.Connection) -> bool:
+    return int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == INCREMENTAL
+
+
+def make_incremental(conn: sqlite3.Connection) -> None:
+    """Switch a file made without auto-vacuum: one VACUUM, which rewrites the whole file
+    (through the WAL, then checkpointed). Raises sqlite3.Error."""
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def disk_bytes(directory: Path) -> int:
+    """What the history takes on disk: the database file and its WAL (the shared-memory
+    index is a fixed 32 KiB and not counted)."""
+    total = 0
+    for suffix in ("", "-wal"):
+        try:
+            total += os.stat(directory / f"{DB_NAME}{suffix}").st_size
+        except FileNotFoundError:
+            pass
+    return total
 
 
 def clear_history(directory: Path) -> int:

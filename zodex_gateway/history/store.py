@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from zodex_gateway.history import agents as agent_rows
-from zodex_gateway.history import calls, sessions
+from zodex_gateway.history import calls, output_cap, retention, sessions
 from zodex_gateway.history.query import select_invocations
 from zodex_gateway.history.records import (
     INCOMPLETE,
@@ -30,9 +30,16 @@ from zodex_gateway.history.records import (
     HistoryUnavailable,
     Invocation,
 )
-from zodex_gateway.history.retention import retention_step, stored_bytes
 from zodex_gateway.history.schema import SCHEMA_VERSION, migrate
-from zodex_gateway.history.storage import connect
+from zodex_gateway.history.size_limit import SizeLimit
+from zodex_gateway.history.storage import (
+    checkpoint,
+    connect,
+    disk_bytes,
+    is_incremental,
+    make_incremental,
+    vacuum_step,
+)
 
 log = logging.getLogger("zodex.gateway")
 
@@ -40,6 +47,10 @@ DEFAULT_BUSY_TIMEOUT_S: Final = 5.0
 # Invocations per transaction while trimming: deleting a call with megabytes of output
 # takes a few ms, and calls being recorded wait for the write lock meanwhile.
 RETENTION_BATCH: Final = 64
+
+# After a write: wake the trimming thread if over the size limit, trim at once (the
+# output capture's thread), or nothing (the trim's own deletions).
+SizeCheck = Literal["wake", "enforce", "none"]
 
 
 def _one_line(text: str) -> str:
@@ -54,16 +65,25 @@ class HistoryStore:
         clock: Callable[[], float] = time.time,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         recover: bool = True,
+        max_bytes: int | None = None,
+        output_cap_bytes: int | None = None,
     ) -> None:
         """Open or create the history in ``directory`` and migrate it.
 
         With ``recover`` (the runtime that owns the history), calls left pending and
-        processes left running by a crashed runtime are closed with a reason. A reader
-        such as ``zodex local history`` passes ``recover=False`` so that it never marks a
-        live runtime's calls incomplete. Raises :class:`HistoryUnavailable`.
+        processes left running by a crashed runtime are closed with a reason, and a file
+        made before incremental vacuum is switched to it (one VACUUM). A reader such as
+        ``zodex local history`` passes ``recover=False`` so that it never marks a live
+        runtime's calls incomplete. ``max_bytes``: the size on disk kept as history is
+        written (:mod:`.size_limit`); ``output_cap_bytes``: the most output stored per
+        command (:mod:`.output_cap`). Raises :class:`HistoryUnavailable`.
         """
         self._lock = threading.Lock()
         self._clock = clock
+        self._directory = directory
+        self._busy_timeout_ms = round(busy_timeout_s * 1000)
+        self._output_cap = output_cap_bytes
+        self._limit = SizeLimit(self, max_bytes)
         try:
             self._conn: sqlite3.Connection | None = connect(directory, busy_timeout_s=busy_timeout_s)
         except (OSError, sqlite3.Error) as exc:
@@ -76,11 +96,13 @@ class HistoryStore:
                     migrate(conn)
             if recover:
                 self._recover()
+                self._switch_to_incremental_vacuum()
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
+        self._limit.close()
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -97,11 +119,15 @@ class HistoryStore:
     # -- transactions ---------------------------------------------------------------
 
     @contextmanager
-    def _write(self, failure: str) -> Iterator[sqlite3.Connection]:
+    def _write(self, failure: str, size_check: SizeCheck = "wake") -> Iterator[sqlite3.Connection]:
         """One write transaction; any SQLite error becomes HistoryUnavailable(``failure``
-        with ``{error}`` filled in)."""
+        with ``{error}`` filled in). Once committed, the size limit is checked."""
         with self._lock, self._transaction("BEGIN IMMEDIATE", failure) as conn:
             yield conn
+        if size_check == "wake":
+            self._limit.wrote()
+        elif size_check == "enforce":
+            self._limit.enforce()
 
     @contextmanager
     def _read(self, failure: str) -> Iterator[sqlite3.Connection]:
@@ -317,8 +343,8 @@ class HistoryStore:
         rows = sessions.merge_output(batch)
         if not rows:
             return
-        with self._write("history cannot store command output: {error}") as conn:
-            sessions.append(conn, rows)
+        with self._write("history cannot store command output: {error}", "enforce") as conn:
+            output_cap.append(conn, rows, self._output_cap)
 
     def mark_output_incomplete(self, handle: str, reason: str) -> None:
         """The capture of this session missed output; the first reason given is kept."""
@@ -339,28 +365,79 @@ class HistoryStore:
         with self._read("history cannot be read: {error}") as conn:
             return sessions.process(conn, handle)
 
-    # -- retention ------------------------------------------------------------------
+    # -- retention and size ------------------------------------------------------------
 
     def stored_bytes(self) -> int:
-        """The size retention measures (stored bytes plus per-row allowances)."""
+        """The stored bytes plus per-row allowances: what deleting everything would free."""
         with self._read("history cannot be read: {error}") as conn:
-            return stored_bytes(conn)
+            return retention.stored_bytes(conn)
 
     def apply_retention(self, *, max_age_s: float, max_bytes: int, now: float | None = None) -> int:
         """Delete whole invocations, oldest first, until none is older than ``max_age_s``
-        and :meth:`stored_bytes` ≤ ``max_bytes``; the newest is always kept. Returns how
-        many were deleted. Works in batches, releasing the write lock in between.
-
-        The file does not shrink: SQLite reuses the freed pages for new records, so it
-        stays near the size the limit allows (giving pages back means moving every live
-        page, seconds of holding the write lock for a large history)."""
+        and the history takes at most ``max_bytes`` on disk (database plus WAL); the newest
+        and pending ones are always kept. Returns how many were deleted. Works in
+        batches, releasing the write lock in between, and ends with the WAL checkpointed
+        and truncated and the freed pages given back."""
         when = self._clock() if now is None else now
         deleted = 0
-        finished = False
-        while not finished:
-            with self._write("history cannot remove old records: {error}") as conn:
-                count, finished = retention_step(
-                    conn, max_age_s=max_age_s, max_bytes=max_bytes, now=when, budget=RETENTION_BATCH
-                )
+        while True:
+            with self._write("history cannot remove old records: {error}", "none") as conn:
+                count = retention.age_step(conn, max_age_s=max_age_s, now=when, budget=RETENTION_BATCH)
             deleted += count
-        return deleted
+            if count < RETENTION_BATCH:
+                break
+        return deleted + self._limit.enforce(max_bytes)
+
+    def disk_bytes(self) -> int:
+        """Bytes the history takes on disk: the database file and its WAL."""
+        return disk_bytes(self._directory)
+
+    def compact(self) -> tuple[bool, int]:
+        """Give free pages back to the file system, in steps, and checkpoint the WAL,
+        truncating it. Returns (WAL truncated, bytes still free): the WAL stays when
+        another process's reader holds it; pages stay free in a file without incremental
+        vacuum."""
+        while True:
+            with self._lock:
+                conn = self._conn
+                if conn is None:
+                    raise HistoryUnavailable("history is closed", "history is closed")
+                try:
+                    freed, free = vacuum_step(conn)
+                    truncated = checkpoint(conn, busy_timeout_ms=self._busy_timeout_ms)
+                except sqlite3.Error as exc:
+                    cause = _one_line(str(exc))
+                    raise HistoryUnavailable(f"history cannot compact itself: {cause}", cause) from exc
+            if not truncated or not freed or not free:
+                return truncated, free
+
+    def trim_marker(self) -> tuple[int, int]:
+        with self._read("history cannot be read: {error}") as conn:
+            return retention.trim_marker(conn)
+
+    def trim_oldest(self, excess: int) -> int:
+        """Delete the oldest invocations (never the newest or a pending one) whose rows
+        add up to ``excess`` bytes, at most one batch; returns how many."""
+        with self._write("history cannot remove old records: {error}", "none") as conn:
+            return retention.size_step(conn, excess=excess, budget=RETENTION_BATCH)
+
+    def _switch_to_incremental_vacuum(self) -> None:
+        """A file made before incremental vacuum keeps freed pages forever: switch it once,
+        after trimming it (VACUUM then has less to copy). If that fails (VACUUM needs as
+        much free disk again), freed pages are still reused, and the next start retries."""
+        with self._lock:
+            if self._conn is None or is_incremental(self._conn):
+                return
+        self._limit.enforce()
+        with self._lock:
+            if self._conn is None:
+                return
+            before = disk_bytes(self._directory)
+            try:
+                make_incremental(self._conn)
+            except sqlite3.Error as exc:
+                log.warning("history cannot switch to incremental vacuum: %s", _one_line(str(exc)))
+                return
+        log.info(
+            "history switched to incremental vacuum (%d bytes before, %d after)", before, self.disk_bytes()
+        )

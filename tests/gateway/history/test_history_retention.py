@@ -1,4 +1,6 @@
-"""Retention: whole invocations, oldest first, until age and size both hold; the newest stays."""
+"""Retention: whole invocations, oldest first, until age and size both hold; the newest stays.
+
+The size limit (bytes on disk) as history is written: test_history_size.py."""
 
 from __future__ import annotations
 
@@ -46,17 +48,6 @@ def test_age_limit_uses_the_clock_by_default(store: HistoryStore, clock: Clock) 
     kept = exec_call(store, agent_id=None)
     assert store.apply_retention(max_age_s=5, max_bytes=10**9) == 1
     assert _ids(store) == [kept]
-
-
-def test_size_limit_removes_oldest_until_it_holds(store: HistoryStore, clock: Clock) -> None:
-    _padded_call(store, 0)
-    one = store.stored_bytes()
-    ids = [_padded_call(store, n) for n in range(1, 5)]
-    assert store.stored_bytes() == 5 * one
-    limit = int(2.5 * one)
-    assert store.apply_retention(max_age_s=999 * DAY, max_bytes=limit) == 3
-    assert _ids(store) == ids[-2:]
-    assert store.stored_bytes() == 2 * one <= limit
 
 
 def test_newest_is_kept_even_alone_over_the_limit(store: HistoryStore) -> None:
@@ -143,22 +134,3 @@ def test_large_trims_run_in_batches(store: HistoryStore, clock: Clock) -> None:
     newest = exec_call(store, agent_id=None)
     assert store.apply_retention(max_age_s=DAY / 2, max_bytes=10**9) == RETENTION_BATCH * 2 + 10
     assert _ids(store) == [newest]
-
-
-def test_trimmed_space_is_reused_so_the_file_stops_growing(history_dir: Path, clock: Clock) -> None:
-    def command_with_output(n: int) -> None:
-        exec_call(store, agent_id=None, handle=f"h{n:02d}")
-        store.append_output([(f"h{n:02d}", "z" * 65536)] * 32)  # 2 MiB
-        clock.advance(60)
-
-    with HistoryStore(history_dir, clock=clock) as store:
-        for n in range(4):
-            command_with_output(n)
-        limit = store.stored_bytes()
-        for n in range(4, 12):
-            command_with_output(n)
-            store.apply_retention(max_age_s=999 * DAY, max_bytes=limit)
-        assert store.stored_bytes() <= limit
-        assert [store.output(f"h{n:02d}")[0] == "" for n in range(12)] == [True] * 8 + [False] * 4
-    # Closing checkpoints the WAL: the file holds about four commands' worth, not twelve.
-    assert (history_dir / "history.sqlite3").stat().st_size < 2 * limit

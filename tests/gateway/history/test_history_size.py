@@ -1,0 +1,232 @@
+"""History's size: at most the output cap per command, and the size limit (bytes on disk,
+database plus WAL) kept as history is written, scaled down to a few megabytes."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from tests.gateway.history.history_support import Clock, count_rows, exec_call, raw_db
+from tests.support.waiting import wait_until
+from zodex_gateway.history import DB_NAME, SCHEMA_VERSION, HistoryStore, storage
+from zodex_gateway.history.output_cap import marker
+from zodex_gateway.history.schema import _MIGRATIONS
+
+KIB = 1024
+MIB = 1024 * KIB
+BATCH = 256 * KIB  # the output capture's batch: the most a write may overshoot by
+
+
+def numbered_stream(total: int) -> str:
+    """Distinct lines, so any cut or reordering shows."""
+    lines = []
+    size = 0
+    n = 0
+    while size < total:
+        line = f"line {n:08d} " + "x" * 40 + "\r\n"
+        lines.append(line)
+        size += len(line)
+        n += 1
+    return "".join(lines)[:total]
+
+
+def feed(store: HistoryStore, handle: str, text: str, piece: int = 10_000, batch: int = 25) -> None:
+    """As the capture does: pieces of events, several pieces per write."""
+    pieces = [(handle, text[i : i + piece]) for i in range(0, len(text), piece)]
+    for i in range(0, len(pieces), batch):
+        store.append_output(pieces[i : i + batch])
+
+
+def wal_bytes(directory: Path) -> int:
+    wal = directory / f"{DB_NAME}-wal"
+    return wal.stat().st_size if wal.exists() else 0
+
+
+# -- the output cap ---------------------------------------------------------------------
+
+
+def test_a_command_stores_its_first_quarter_and_last_three_quarters(history_dir: Path, clock: Clock) -> None:
+    cap = 64 * KIB
+    stream = numbered_stream(1 * MIB)
+    with HistoryStore(history_dir, clock=clock, output_cap_bytes=cap) as store:
+        exec_call(store, agent_id=None, handle="h1")
+        feed(store, "h1", stream)
+        text, complete = store.output("h1")
+        cut = len(stream) - cap
+        assert text == stream[: cap // 4] + marker(cut, cap) + stream[-(cap - cap // 4) :]
+        assert complete, "a cut is deliberate, not a capture that missed events"
+        assert (store.process("h1") or {})["output_cut"] == cut
+        assert f"{cut:,} bytes of output cut here" in text
+        # Far fewer chunks than a megabyte would take: the middle is gone from the file.
+        assert count_rows(history_dir, "output_chunks") < 16
+
+
+def test_output_within_the_cap_is_whole(store: HistoryStore, history_dir: Path) -> None:
+    with HistoryStore(history_dir, output_cap_bytes=64 * KIB, recover=False) as capped:
+        stream = numbered_stream(64 * KIB)
+        feed(capped, "h1", stream)
+        assert capped.output("h1") == (stream, True)
+        assert (capped.process("h1") or {})["output_cut"] == 0
+        feed(capped, "h1", "!")
+        text, _ = capped.output("h1")
+        assert text == stream[: 16 * KIB] + marker(1, 64 * KIB) + stream[16 * KIB + 1 :] + "!"
+
+
+def test_cuts_never_split_a_character(history_dir: Path) -> None:
+    cap = 4000
+    stream = "".join(f"{n:05d}é€😀\r\n" for n in range(20_000))  # 1-, 2-, 3- and 4-byte characters
+    with HistoryStore(history_dir, output_cap_bytes=cap) as store:
+        feed(store, "h1", stream, piece=997, batch=3)
+        text, _ = store.output("h1")
+    head, rest = text.split("\n[zodex: ", 1)
+    tail = rest.split("bytes of each command's output]\n", 1)[1]
+    assert stream.startswith(head) and stream.endswith(tail)
+    assert cap // 4 - 3 <= len(head.encode()) <= cap // 4
+    assert cap - cap // 4 - 3 <= len(tail.encode()) <= cap - cap // 4
+
+
+def test_sessions_are_capped_independently(history_dir: Path) -> None:
+    with HistoryStore(history_dir, output_cap_bytes=8 * KIB) as store:
+        a, b = numbered_stream(100 * KIB), numbered_stream(5 * KIB)
+        pieces = [("a", a[i : i + 1000]) for i in range(0, len(a), 1000)]
+        pieces[3:3] = [("b", b)]
+        store.append_output(pieces)
+        assert store.output("b") == (b, True)
+        assert store.output("a")[0].startswith(a[: 2 * KIB] + "\n[zodex: ")
+
+
+# -- the size limit ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def limited(history_dir: Path, clock: Clock) -> Iterator[HistoryStore]:
+    with HistoryStore(history_dir, clock=clock, max_bytes=3 * MIB, output_cap_bytes=512 * KIB) as store:
+        yield store
+
+
+def command(store: HistoryStore, clock: Clock, n: int, output: int = 1 * MIB) -> str:
+    invocation = exec_call(store, agent_id="aaaa", cmd=f"yes {n}", handle=f"h{n:03d}")
+    store.process_started(f"h{n:03d}", pid=n, cmd=f"yes {n}", cwd="/w", started_at=clock.now)
+    feed(store, f"h{n:03d}", numbered_stream(output), piece=16 * KIB, batch=16)
+    store.process_ended(f"h{n:03d}", exit_code=0, signal=None, reason="exit", ended_at=clock.now)
+    clock.advance(1)
+    return invocation
+
+
+def test_the_limit_holds_as_output_is_written(limited: HistoryStore, history_dir: Path, clock: Clock) -> None:
+    ids = []
+    for n in range(40):
+        ids.append(command(limited, clock, n))
+        # Output is trimmed on the writing thread: never more than one batch over.
+        assert limited.disk_bytes() <= 3 * MIB + BATCH, n
+    kept = [inv.id for inv in limited.invocations()]
+    assert kept == ids[-len(kept) :], "only the oldest are removed"
+    # 512 KiB stored per command: about five fit; deleting more than needed would keep fewer.
+    assert 4 <= len(kept) <= 6, len(kept)
+    assert limited.output("h039")[0].startswith("line 00000000")
+    assert limited.process("h000") is None and count_rows(history_dir, "processes") == len(kept)
+
+
+def test_the_wal_is_truncated_and_space_given_back(
+    limited: HistoryStore, history_dir: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(storage, "VACUUM_STEP_PAGES", 16)  # many small steps, as a large trim takes
+    for n in range(12):
+        command(limited, clock, n)
+    db = history_dir / DB_NAME
+    assert db.stat().st_size <= 3 * MIB
+    limited.apply_retention(max_age_s=10**6, max_bytes=3 * MIB)
+    assert wal_bytes(history_dir) == 0, "a trim ends with the WAL checkpointed and truncated"
+    with raw_db(history_dir) as conn:
+        assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    # A lower limit shrinks the file itself, not just the rows in it.
+    limited.apply_retention(max_age_s=10**6, max_bytes=1 * MIB)
+    assert db.stat().st_size + wal_bytes(history_dir) <= 1 * MIB
+    assert len(limited.invocations()) == 1
+
+
+def test_calls_recorded_on_the_loop_are_trimmed_on_a_thread(history_dir: Path, clock: Clock) -> None:
+    with HistoryStore(history_dir, clock=clock, max_bytes=2 * MIB) as store:
+        for n in range(12):
+            patch = f"*** Begin Patch {n}\n" + "+" * (512 * KIB)
+            call = store.begin(
+                agent_id=None,
+                tool_name="apply_patch",
+                args={"patch": patch},
+                declared_workdir=None,
+                real_workdir=None,
+            )
+            store.complete(call, ok=True, result="Success.")
+            clock.advance(1)
+        wait_until(lambda: store.disk_bytes() <= 2 * MIB, what="the trimming thread to catch up")
+        assert 2 <= len(store.invocations()) <= 4
+
+
+def test_newest_and_pending_calls_are_kept_over_the_limit(history_dir: Path, clock: Clock) -> None:
+    with HistoryStore(history_dir, clock=clock, max_bytes=256 * KIB) as store:
+        big = {"patch": "+" * (400 * KIB)}
+        pending = store.begin(
+            agent_id=None, tool_name="apply_patch", args=big, declared_workdir=None, real_workdir=None
+        )
+        clock.advance(1)
+        done = store.begin(
+            agent_id=None, tool_name="apply_patch", args=big, declared_workdir=None, real_workdir=None
+        )
+        store.complete(done, ok=True, result="Success.")
+        clock.advance(1)
+        newest = store.begin(
+            agent_id=None, tool_name="apply_patch", args=big, declared_workdir=None, real_workdir=None
+        )
+        store.complete(newest, ok=True, result="Success.")
+        wait_until(lambda: len(store.invocations()) == 2, what="the completed older call to go")
+        assert [inv.id for inv in store.invocations()] == [pending, newest]
+        assert store.apply_retention(max_age_s=10**6, max_bytes=1) == 0
+
+
+# -- an older history -------------------------------------------------------------------
+
+
+def make_version_1(directory: Path) -> None:
+    """A history as the first schema wrote it: no auto-vacuum, no output counters."""
+    directory.mkdir(parents=True)
+    with closing(sqlite3.connect(directory / DB_NAME, isolation_level=None)) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("BEGIN")
+        _MIGRATIONS[1](conn)
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute(
+            "INSERT INTO invocations (id, tool_name, args, status, started_at, session_handle, size)"
+            " VALUES ('old1', 'exec_command', '{}', 'ok', 1.0, 'h-old', 300)"
+        )
+        conn.execute(
+            "INSERT INTO processes (handle, cmd, started_at, ended_at, size) VALUES ('h-old', 'yes', 1, 2, 64)"
+        )
+        for seq in range(40):
+            conn.execute(
+                "INSERT INTO output_chunks (handle, seq, text, size) VALUES ('h-old', ?, ?, ?)",
+                (seq, "o" * 50_000, 50_000),
+            )
+        conn.execute("COMMIT")
+        assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 0
+
+
+def test_an_older_history_is_migrated_and_stays_readable(history_dir: Path, clock: Clock) -> None:
+    make_version_1(history_dir)
+    with HistoryStore(history_dir, clock=clock, max_bytes=100 * MIB, output_cap_bytes=MIB) as store:
+        assert store.output("h-old") == ("o" * 2_000_000, True)
+        assert [inv.id for inv in store.invocations()] == ["old1"]
+        with raw_db(history_dir) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+            assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+            assert conn.execute("SELECT output_bytes FROM processes").fetchone()[0] == 2_000_000
+        exec_call(store, agent_id=None)
+        before = (history_dir / DB_NAME).stat().st_size
+        store.apply_retention(max_age_s=10**6, max_bytes=64 * KIB)
+        assert store.output("h-old") == ("", True)
+        # Incremental vacuum gives the two megabytes back to the file system.
+        assert (history_dir / DB_NAME).stat().st_size < before - 1_500_000

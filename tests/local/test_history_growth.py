@@ -1,0 +1,71 @@
+"""History stays within its size limit while a real Local runtime records a flood of output
+(docs/history.md#retention), scaled down through config: a 1 MiB limit, a 256 KiB cap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.gateway import wait_for
+from tests.support.local import LocalEnv, connected, local_env
+from zodex_gateway.history import DB_NAME, HistoryStore
+
+pytestmark = pytest.mark.timeout(120)
+
+LIMIT = 1024 * 1024
+CAP = 256 * 1024
+BATCH = 256 * 1024  # the capture's batch: the most history may overshoot by
+
+
+def history_dir(local: LocalEnv) -> Path:
+    return local.root / "state" / "zodex" / "local" / "history"
+
+
+def on_disk(directory: Path) -> int:
+    total = 0
+    for name in (DB_NAME, f"{DB_NAME}-wal"):
+        path = directory / name
+        total += path.stat().st_size if path.exists() else 0
+    return total
+
+
+async def test_a_flood_of_output_stays_within_the_limit(tmp_path: Path) -> None:
+    with local_env() as local:
+        local.run("local", "config", "set", "history.max-size", "1mb")
+        local.run("local", "config", "set", "output.spill-cap", "256kb")
+        local.run("local", "start", str(tmp_path))
+        directory = history_dir(local)
+        handles: list[str] = []
+        async with connected(local) as mcp:
+            for n in range(8):
+                # 1 MB of numbered lines per command: 8 MB in all, 8 times the limit.
+                cmd = f"seq -f '{n}-%07g' 1 100000"
+                result: dict[str, Any] = await mcp.exec(cmd, str(tmp_path), yield_time_ms=30000)
+                assert result["status"] == "exited", result["summary"]
+                with HistoryStore(directory, recover=False) as store:
+                    [latest] = store.invocations(last=1)
+                    handle = latest.session_handle or ""
+                    await wait_for(
+                        lambda store=store, handle=handle: (
+                            (store.process(handle) or {}).get("ended_at") is not None
+                        ),
+                        what="the command's end to be recorded",
+                    )
+                handles.append(handle)
+                assert on_disk(directory) <= LIMIT + BATCH, f"after command {n}: {on_disk(directory)} bytes"
+
+        with HistoryStore(directory, recover=False) as store:
+            kept = [inv.session_handle for inv in store.invocations()]
+            assert kept == handles[-len(kept) :], "only the oldest calls are removed"
+            assert 2 <= len(kept) <= 4, kept
+            text, complete = store.output(handles[-1])
+            cut = (store.process(handles[-1]) or {})["output_cut"]
+        stream = "".join(f"7-{i:07d}\r\n" for i in range(1, 100001))
+        assert cut == len(stream) - CAP
+        head, rest = text.split("\n[zodex: ", 1)
+        assert head == stream[: CAP // 4]
+        assert rest.startswith(f"{cut:,} bytes of output cut here; ")
+        assert rest.endswith(stream[-(CAP - CAP // 4) :])
+        assert complete

@@ -1,0 +1,148 @@
+"""Keeping history within ``history.max-size`` bytes on disk as it is written
+(docs/history.md#retention).
+
+Size is what the files take: the database plus its WAL. After every write the store asks
+:meth:`SizeLimit.wrote` (two ``stat`` calls); over the limit, a trim runs — at once on the
+output capture's thread (so a flood of output overshoots by at most one batch), and on
+this module's own thread for writes made on the event loop. A trim checkpoints and
+truncates the WAL, gives freed pages back (incremental vacuum), and deletes the oldest
+invocations, a few at a time, until the file is back under the limit with a little room
+(:data:`HEADROOM_BYTES`), so that the next write does not trim again at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from zodex_gateway.history.records import HistoryUnavailable
+
+log = logging.getLogger("zodex.gateway")
+
+HEADROOM_BYTES: Final = 256 * 1024  # one output batch of the capture
+LOG_EVERY_S: Final = 60.0  # trims under a steady flood are summed into one line a minute
+
+
+class Trimmable(Protocol):
+    def disk_bytes(self) -> int: ...
+
+    def compact(self) -> tuple[bool, int]: ...
+
+    def trim_marker(self) -> tuple[int, int]: ...
+
+    def trim_oldest(self, excess: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class Trimmed:
+    deleted: int
+    size: int  # bytes on disk after, less pages still free (given back later)
+    stuck: tuple[int, int] | None  # only the newest and pending calls were left
+    wal_kept: bool  # a reader in another process kept the WAL from being truncated
+
+
+def trim_to_size(store: Trimmable, max_bytes: int, *, stuck: tuple[int, int] | None = None) -> Trimmed:
+    """Compact, then delete the oldest invocations until the history takes at most
+    ``max_bytes`` less the headroom. ``stuck``: the marker of an earlier trim that found
+    nothing to delete; while it holds, nothing is looked for again."""
+    target = max(0, max_bytes - min(HEADROOM_BYTES, max_bytes // 8))
+    deleted = 0
+    while True:
+        truncated, free = store.compact()
+        # Pages still free (incremental vacuum unavailable) are reused by new rows, so they
+        # do not count: deleting more could not shrink the file anyway.
+        size = store.disk_bytes() - free
+        if not truncated:
+            return Trimmed(deleted, size, None, wal_kept=True)
+        if size <= target:
+            return Trimmed(deleted, size, None, wal_kept=False)
+        marker = store.trim_marker()
+        if marker == stuck:
+            return Trimmed(deleted, size, marker, wal_kept=False)
+        count = store.trim_oldest(size - target)
+        if count == 0:
+            return Trimmed(deleted, size, marker, wal_kept=False)
+        deleted += count
+
+
+class SizeLimit:
+    def __init__(self, store: Trimmable, max_bytes: int | None) -> None:
+        self._store = store
+        self._max = max_bytes
+        self._lock = threading.Lock()  # one trim at a time
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._stuck: tuple[int, int] | None = None
+        self._unlogged = 0
+        self._logged_at = float("-inf")
+        self._failing = False
+
+    def over(self) -> bool:
+        return self._max is not None and self._store.disk_bytes() > self._max
+
+    def wrote(self) -> None:
+        """After a write on any thread: over the limit, wake the trimming thread."""
+        if self._closing or not self.over():
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="zodex-history-trim", daemon=True)
+            self._thread.start()
+        self._wake.set()
+
+    def enforce(self, max_bytes: int | None = None) -> int:
+        """Trim now if over ``max_bytes`` (default: the limit); returns how many invocations
+        were deleted. Failures are logged, not raised: the write that led here succeeded."""
+        limit = self._max if max_bytes is None else max_bytes
+        if limit is None:
+            return 0
+        with self._lock:
+            if max_bytes is None and not self.over():
+                return 0
+            try:
+                trimmed = trim_to_size(self._store, limit, stuck=self._stuck)
+            except HistoryUnavailable as exc:
+                if not self._failing:
+                    log.warning("history cannot trim itself to its size limit: %s", exc.cause)
+                    self._failing = True
+                return 0
+            self._failing = False
+            self._report(trimmed, limit)
+            return trimmed.deleted
+
+    def _report(self, trimmed: Trimmed, limit: int) -> None:
+        if trimmed.stuck is not None and trimmed.stuck != self._stuck and trimmed.size > limit:
+            log.warning(
+                "history takes %d bytes, over its limit of %d, but holds only its newest and pending calls",
+                trimmed.size, limit,
+            )  # fmt: skip
+        if trimmed.wal_kept:
+            log.info("history WAL not truncated: another process is reading the history")
+        self._stuck = trimmed.stuck
+        self._unlogged += trimmed.deleted
+        now = time.monotonic()
+        if self._unlogged and now - self._logged_at >= LOG_EVERY_S:
+            log.info(
+                "history trimmed to its size limit (%d bytes): removed %d oldest invocations",
+                limit, self._unlogged,
+            )  # fmt: skip
+            self._unlogged = 0
+            self._logged_at = now
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._closing:
+                return
+            self.enforce()
+
+    def close(self) -> None:
+        """Stop the trimming thread (it finishes the step it is in)."""
+        self._closing = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
