@@ -17,6 +17,7 @@ from zodex_gateway.local.config import LocalConfig, config_path, format_value
 from zodex_gateway.local.observer_access import observer_access
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.units import ConfigError, parse_duration_ms
+from zodex_gateway.private_dirs import UnsafeDirectory
 
 
 class Exit(IntEnum):
@@ -296,4 +297,8 @@ def mcp_config(client: str) -> None:
 
 
 def main() -> None:
-    cli()
+    try:
+        cli()
+    except UnsafeDirectory as exc:
+        # Any command that reads or writes Local's state: one line, nothing changed.
+        _fail(str(exc))

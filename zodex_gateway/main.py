@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from zodex_gateway.http_app import load_or_create_token
+from zodex_gateway.private_dirs import UnsafeDirectory
 from zodex_gateway.runtime import Runtime
 from zodex_gateway.serving import http_transport, listen, serve_until_stopped, stdio_transport
 from zodex_protocol.limits import Limits
@@ -28,7 +29,10 @@ def _open_runtime(runtime_dir: Path | None, state_dir: Path | None) -> Runtime:
     limits = _limits_from_env()
     if runtime_dir is not None:
         return Runtime.join(runtime_dir, state_dir=state_dir, limits=limits)
-    return Runtime.create(state_dir=state_dir, limits=limits)
+    try:
+        return Runtime.create(state_dir=state_dir, limits=limits)
+    except UnsafeDirectory as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 _common = [

@@ -16,8 +16,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zodex_gateway.private_dirs import UnsafeDirectory, make_private_dirs, runtime_base
 from zodex_gateway.runtime_dirs import hold_lock, holds, remove_abandoned_runtimes, write_owner_file
 from zodex_protocol.envelope import create_key_file, read_key_file
+from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.layout import RuntimeLayout, default_runtime_root
 from zodex_protocol.limits import Limits
 
@@ -66,7 +68,8 @@ class Runtime:
     def create(cls, *, state_dir: Path | None = None, limits: Limits | None = None) -> Runtime:
         runtime_id = secrets.token_hex(6)
         layout = RuntimeLayout(default_runtime_root() / runtime_id)
-        layout.root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Its signing key and sockets go there: refused unless safely the user's.
+        make_private_dirs([layout.root.parent], runtime_base(layout.root.parent))
         layout.create()
         key = create_key_file(layout.key_file)
         lock_fd = hold_lock(layout)  # released by the kernel however we exit
@@ -106,7 +109,14 @@ class Runtime:
         layout = self.layout
         if holds(self._lock_fd, layout) and layout.workers_dir.is_dir() and layout.key_file.is_file():
             return False
-        layout.root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            # Removed, it may have been made again by someone else (a shared /tmp).
+            make_private_dirs([layout.root.parent], runtime_base(layout.root.parent))
+        except UnsafeDirectory as exc:
+            raise ProtocolError(
+                ErrorCode.WORKER_UNAVAILABLE,
+                f"the runtime directory was removed and cannot be made again: {exc}",
+            ) from None
         layout.create()
         with contextlib.suppress(FileExistsError):
             fd = os.open(layout.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

@@ -32,7 +32,9 @@ def write_secret(path: Path) -> str:
     """A fresh random secret of 64 hex characters, written atomically with mode ``0600``."""
     secret = secrets.token_hex(BEARER_CHARS // 2)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp.unlink(missing_ok=True)  # left by a crashed writer that had our pid
+    # A new file, never one that was there (or a link planted in its place): it is born 0600.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(secret + "\n")
     os.replace(tmp, path)

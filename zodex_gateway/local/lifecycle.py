@@ -43,7 +43,9 @@ def runtime_alive(discovery: Discovery) -> bool:
 
 
 def active(paths: LocalPaths) -> Discovery | None:
-    """The running runtime, if any (a discovery file whose process is gone does not count)."""
+    """The running runtime, if any (a discovery file whose process is gone does not count).
+    A discovery file is trusted only in a directory that is safely the user's."""
+    paths.verify()
     discovery = Discovery.read(paths.discovery)
     return discovery if discovery is not None and runtime_alive(discovery) else None
 
@@ -54,7 +56,7 @@ def start(paths: LocalPaths, start_directory: str, ttl_seconds: float | None) ->
         return StartResult(running, already_running=True)
     if not os.path.isabs(start_directory) or not os.path.isdir(start_directory):
         raise LocalError(f"start directory must be an existing absolute directory: {start_directory}")
-    paths.create()
+    paths.create()  # after active(): every directory was verified before anything is made
     clean_up_after_crash(paths)
     ready_r, ready_w = os.pipe()
     argv = [
@@ -152,6 +154,7 @@ def _log_hint(paths: LocalPaths) -> str:
 
 def stop(paths: LocalPaths) -> bool:
     """Stop the runtime if one runs, and clean up after a crashed one. True if one was running."""
+    paths.verify()  # the pids to signal are read from these directories
     discovery = Discovery.read(paths.discovery)
     was_running = discovery is not None and runtime_alive(discovery)
     if discovery is not None and was_running:

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from zodex_gateway.local.config import config_path
+from zodex_gateway.private_dirs import check_tree, make_private_dirs, runtime_base
 
 
 @dataclass(frozen=True)
 class LocalPaths:
     state: Path  # $XDG_STATE_HOME/zodex/local
+    # Checked with the state (docs/security.md#state-directories), created elsewhere:
+    config_dir: Path | None = None  # $XDG_CONFIG_HOME/zodex: local.toml names a command to run
+    runtime_root: Path | None = None  # $XDG_RUNTIME_DIR/zodex: signing keys and sockets
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LocalPaths:
@@ -18,7 +25,13 @@ class LocalPaths:
         base = env.get("XDG_STATE_HOME") or os.path.join(
             env.get("HOME") or os.path.expanduser("~"), ".local", "state"
         )
-        return cls(Path(base) / "zodex" / "local")
+        xdg_runtime = env.get("XDG_RUNTIME_DIR")
+        # As zodex_protocol.layout.default_runtime_root decides, for this environment.
+        if xdg_runtime and os.path.isdir(xdg_runtime):
+            runtime_root = Path(xdg_runtime) / "zodex"
+        else:
+            runtime_root = Path(tempfile.gettempdir()) / f"zodex-{os.getuid()}"
+        return cls(Path(base) / "zodex" / "local", config_path(env).parent, runtime_root)
 
     @property
     def runtime(self) -> Path:
@@ -58,8 +71,26 @@ class LocalPaths:
     def history(self) -> Path:
         return self.state / "history"
 
+    @property
+    def state_base(self) -> Path:
+        """``$XDG_STATE_HOME``: the top of the tree that must be the user's own."""
+        return self.state.parent.parent
+
+    def _own_dirs(self) -> tuple[Path, ...]:
+        return (self.state, self.runtime, self.logs, self.spill, self.history)
+
+    def verify(self) -> None:
+        """Raise UnsafeDirectory, changing nothing, when a directory that holds Local's
+        secrets or settings (or an ancestor up to its XDG base) belongs to someone else
+        or is writable by group or others."""
+        for directory in self._own_dirs():
+            check_tree(directory, self.state_base)
+        if self.config_dir is not None:
+            check_tree(self.config_dir, self.config_dir.parent)
+        if self.runtime_root is not None:
+            check_tree(self.runtime_root, runtime_base(self.runtime_root))
+
     def create(self) -> None:
-        """Every directory Local needs, private to the user."""
-        for directory in (self.state, self.runtime, self.logs, self.spill, self.history):
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.chmod(directory, 0o700)
+        """Every directory Local needs, private to the user (after :meth:`verify`)."""
+        self.verify()
+        make_private_dirs(self._own_dirs(), self.state_base)
