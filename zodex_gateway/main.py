@@ -14,6 +14,7 @@ import click
 
 from zodex_gateway.http_app import load_or_create_token
 from zodex_gateway.private_dirs import UnsafeDirectory
+from zodex_gateway.redaction import SECRETS, watch_local_secrets
 from zodex_gateway.runtime import Runtime
 from zodex_gateway.serving import http_transport, listen, serve_until_stopped, stdio_transport
 from zodex_protocol.limits import Limits
@@ -28,11 +29,14 @@ def _limits_from_env() -> Limits:
 def _open_runtime(runtime_dir: Path | None, state_dir: Path | None) -> Runtime:
     limits = _limits_from_env()
     if runtime_dir is not None:
-        return Runtime.join(runtime_dir, state_dir=state_dir, limits=limits)
-    try:
-        return Runtime.create(state_dir=state_dir, limits=limits)
-    except UnsafeDirectory as exc:
-        raise click.ClickException(str(exc)) from None
+        runtime = Runtime.join(runtime_dir, state_dir=state_dir, limits=limits)
+    else:
+        try:
+            runtime = Runtime.create(state_dir=state_dir, limits=limits)
+        except UnsafeDirectory as exc:
+            raise click.ClickException(str(exc)) from None
+    watch_local_secrets(runtime.state_dir)  # this gateway writes Local's history
+    return runtime
 
 
 _common = [
@@ -93,6 +97,7 @@ def http(
     """Speak stateless streamable HTTP on /mcp, guarded by a token and a Host check."""
     try:
         token = load_or_create_token(token_file)
+        SECRETS.add(token)  # never stored in history or shown to a viewer
         sock = listen(host, port)
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -22,6 +22,7 @@ from zodex_gateway.context import ContextProvider, attach
 from zodex_gateway.dispatcher import Dispatcher
 from zodex_gateway.history import AgentRecord, FileChange, HistoryStore, HistoryUnavailable
 from zodex_gateway.identity import identity_key
+from zodex_gateway.redaction import SECRETS, SecretRegistry, SessionResults
 from zodex_protocol import messages
 from zodex_protocol.errors import ProtocolError
 from zodex_worker.service import SESSION_KEY
@@ -82,6 +83,8 @@ class LocalFeatures:
     context: ContextProvider | None = None
     stdio_connection: str | None = None  # the identity of a stdio gateway's one connection
     watchers: list[CallWatcher] = field(default_factory=list)
+    # Redacted from what history stores; the model's results are not (docs/security.md#redaction).
+    secrets: SecretRegistry = SECRETS
 
 
 @dataclass
@@ -107,6 +110,7 @@ class ToolHandlers:
         self.mode = mode
         self.local = local or LocalFeatures()
         self._agents: dict[str, AgentRecord] = {}
+        self._results = SessionResults(self.local.secrets)
         self._tools = tools.tool_list(read_only_hint=read_only_hint, with_alias=mode == "local")
 
     async def list_tools(
@@ -136,9 +140,9 @@ class ToolHandlers:
                 invocation = history.begin(
                     agent_id=agent.agent_id if agent else None,
                     tool_name=params.name,
-                    args=args,
-                    declared_workdir=declared,
-                    real_workdir=real,
+                    args=self.local.secrets.redact_value(args),
+                    declared_workdir=self.local.secrets.redact_value(declared),
+                    real_workdir=self.local.secrets.redact_value(real),
                     session_handle=target if isinstance(target, str) else None,
                 )
             except HistoryUnavailable as exc:
@@ -156,13 +160,15 @@ class ToolHandlers:
         ok = not outcome.result.is_error
         if history is not None and invocation is not None:
             try:
+                secrets = self.local.secrets
+                session = outcome.created_handle or (target if isinstance(target, str) else None)
                 history.complete(
                     invocation,
                     ok=ok,
-                    result=outcome.recorded,
-                    error=None if ok else _text_of(outcome.result),
+                    result=self._results.redact(session, outcome.recorded),
+                    error=None if ok else secrets.redact(_text_of(outcome.result)),
                     session_handle=outcome.created_handle,
-                    files=outcome.files,
+                    files=secrets.redact_value(outcome.files),
                 )
             except HistoryUnavailable as exc:
                 log.error("history could not complete %s: %s", invocation, exc)
@@ -225,6 +231,8 @@ class ToolHandlers:
             alias = clean_alias(args.get("alias"))
         except ProtocolError as exc:
             return error_result(exc.message)
+        if alias is not None:
+            alias = self.local.secrets.redact(alias)  # viewers read it
         try:
             updated = history.set_alias(agent.agent_id, alias)
         except HistoryUnavailable as exc:

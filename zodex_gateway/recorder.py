@@ -6,12 +6,16 @@ ZeroMQ's slow-joiner window. The reader takes everything already queued, then wr
 one batch on a thread: batches grow by themselves under load, and no timer is involved.
 The PTY side never waits for us — a worker drops events for a subscriber that falls too
 far behind — and a jump in a session's ``seq`` marks its capture incomplete instead.
+
+Secrets are redacted here, where output enters history, and the viewers' feed gets the
+same redacted events (docs/security.md#redaction).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +24,7 @@ import zmq
 import zmq.asyncio
 
 from zodex_gateway.history import HistoryStore, HistoryUnavailable
+from zodex_gateway.redaction import SECRETS, OutputRedactor, SecretRegistry
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ProtocolError
@@ -43,10 +48,13 @@ class EventCapture:
         context: zmq.asyncio.Context,
         codec: WireCodec,
         sink: EventSink | None = None,
+        secrets: SecretRegistry = SECRETS,
     ) -> None:
         """``sink`` gets each batch of events on the loop once it is stored (the
         observer's feed), so what it reads back from history already includes them."""
         self._store = store
+        self._secrets = secrets
+        self._streams: dict[str, OutputRedactor] = {}
         self._sink = sink
         self._context = context
         self._codec = codec
@@ -111,7 +119,7 @@ class EventCapture:
     def _write(self, batch: list[list[bytes]]) -> list[Envelope]:
         """Verify, decode and store a batch in arrival order; runs on a thread (the store is
         thread-safe). Returns the events, stored or not: viewers still see them."""
-        events = [e for e in map(self._decode, batch) if e is not None]
+        events = self._redacted([e for e in map(self._decode, batch) if e is not None])
         try:
             for handle in sorted(self._unstored):
                 self._store.mark_output_incomplete(handle, UNWRITABLE_REASON)
@@ -129,13 +137,38 @@ class EventCapture:
             self._failing = False
         return events
 
+    def _redacted(self, events: list[Envelope]) -> list[Envelope]:
+        """The events as history and viewers may see them. Output is redacted as a stream
+        per session, so a secret split between two events is caught; what it held back
+        comes out as one more output event (``seq`` None) just before the process ends."""
+        shown: list[Envelope] = []
+        for event in events:
+            body: dict[str, Any] = event.body
+            handle = str(body.get("session", ""))
+            if event.type == messages.EVENT_OUTPUT:
+                stream = self._streams.get(handle)
+                if stream is None:
+                    stream = self._streams[handle] = self._secrets.output_stream()
+                body = {**body, "text": stream.feed(str(body.get("text", "")))}
+            elif event.type == messages.EVENT_PROCESS_STARTED:
+                body = {**body, "cmd": self._secrets.redact(str(body.get("cmd", "")))}
+            elif event.type == messages.EVENT_PROCESS_ENDED:
+                ending = self._streams.pop(handle, None)
+                rest = ending.finish() if ending is not None else ""
+                if rest:
+                    tail = {"session": handle, "seq": None, "text": rest}
+                    shown.append(Envelope(type=messages.EVENT_OUTPUT, body=tail))
+            shown.append(event if body is event.body else dataclasses.replace(event, body=body))
+        return shown
+
     def _store_events(self, events: list[Envelope]) -> None:
         output: list[tuple[str, str]] = []
         for event in events:
             body: dict[str, Any] = event.body
             handle = str(body.get("session", ""))
             if event.type == messages.EVENT_OUTPUT:
-                self._check_seq(handle, int(body.get("seq", 0)))
+                if body.get("seq") is not None:  # None: the redactor's held-back end
+                    self._check_seq(handle, int(body.get("seq", 0)))
                 output.append((handle, str(body.get("text", ""))))
                 continue
             if output:

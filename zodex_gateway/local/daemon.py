@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import faulthandler
 import logging
 import logging.handlers
 import os
@@ -25,6 +24,7 @@ from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.tunnel import start_tunnel, stop_tunnel
 from zodex_gateway.observer import file_bearer
 from zodex_gateway.observer.views import API_VERSION, SCHEMA_VERSION
+from zodex_gateway.redaction import SECRETS, RedactingFormatter, watch_local_secrets
 from zodex_gateway.runtime import Runtime, default_shell
 from zodex_gateway.serving import ObserverServing, base_url, http_transport, listen, serve_until_stopped
 from zodex_worker import proctree
@@ -46,17 +46,14 @@ class _StderrFollowingHandler(logging.handlers.RotatingFileHandler):
 
 
 def _setup_logging(paths: LocalPaths) -> None:
+    watch_local_secrets(paths.state)  # the log never holds the token or the bearer
     handler = _StderrFollowingHandler(paths.log_file, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", SECRETS))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     logging.getLogger("mcp").setLevel(logging.WARNING)  # per-request chatter
     if handler.stream is not None:
         os.dup2(handler.stream.fileno(), 2)
         os.dup2(handler.stream.fileno(), 1)
-    # A fatal signal (SIGBUS when a history file is cut short under SQLite's mapping,
-    # SIGSEGV) ends the process before any code of ours could log: faulthandler writes the
-    # tracebacks to fd 2, which follows the log across rotations, and `status` reads them.
-    faulthandler.enable(file=2, all_threads=True)
 
 
 def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
@@ -108,7 +105,6 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
                 token=token,
                 token_file=paths.token,
                 tunnel_id=tunnel_id if isinstance(tunnel_id, str) else None,
-                log_file=paths.log_file,
             )
             tunnel.append(process)
             owned.append(OwnedProcess("tunnel", process.pid, proctree.start_time(process.pid)))

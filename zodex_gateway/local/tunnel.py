@@ -3,24 +3,32 @@ Tunnel client…) started with the runtime and ended with it.
 
 It runs as ``$SHELL -c <tunnel.command>`` in its own session, with the MCP endpoint in its
 environment: ``ZODEX_MCP_URL``, ``ZODEX_MCP_TOKEN``, ``ZODEX_MCP_TOKEN_FILE`` and, when
-configured, ``ZODEX_TUNNEL_ID``.
+configured, ``ZODEX_TUNNEL_ID``. Its output is relayed line by line into the runtime's log,
+whose lines are redacted: a tunnel that logs the requests it forwards would otherwise
+write the token there (docs/security.md#redaction).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
+from typing import IO
 
 from zodex_worker import proctree
 
+log = logging.getLogger("zodex.tunnel")
+
 STOP_GRACE_S = 3.0
+LOG_LINE_BYTES = 64 * 1024  # a longer line is logged in pieces
 
 
 def start_tunnel(
-    command: str, *, shell: str, url: str, token: str, token_file: Path, tunnel_id: str | None, log_file: Path
+    command: str, *, shell: str, url: str, token: str, token_file: Path, tunnel_id: str | None
 ) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
@@ -30,15 +38,24 @@ def start_tunnel(
     }
     if tunnel_id:
         env["ZODEX_TUNNEL_ID"] = tunnel_id
-    with open(log_file, "ab") as log:
-        return subprocess.Popen(
-            [shell, "-c", command],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,  # its whole group is ended with the runtime
-        )
+    process = subprocess.Popen(
+        [shell, "-c", command],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its whole group is ended with the runtime
+    )
+    assert process.stdout is not None
+    threading.Thread(target=_relay, args=(process.stdout,), name="tunnel-output", daemon=True).start()
+    return process
+
+
+def _relay(stream: IO[bytes]) -> None:
+    """Until the tunnel (and every process holding its output) is gone."""
+    with stream:
+        while line := stream.readline(LOG_LINE_BYTES):
+            log.info("%s", line.decode(errors="replace").rstrip("\n"))
 
 
 def stop_tunnel(process: subprocess.Popen[bytes]) -> None:

@@ -118,19 +118,23 @@ class ObserverFeed:
             )
 
     def _worker_events(self, events: Sequence[Envelope]) -> None:
-        pending: list[tuple[str, int, str]] = []  # consecutive output, merged per session
+        """``events`` come redacted from the history capture (docs/security.md#redaction)."""
+        pending: list[tuple[str, int | None, str]] = []  # consecutive output, merged per session
         for event in events:
             body: dict[str, Any] = event.body
             handle = str(body.get("session", ""))
             if event.type == messages.EVENT_OUTPUT:
+                # seq None: the end the redactor held back, let go as the process ends.
+                seq = None if body.get("seq") is None else int(body["seq"])
                 if pending and pending[-1][0] == handle:
+                    last_seq = pending[-1][1]
                     pending[-1] = (
                         handle,
-                        int(body.get("seq", 0)),
+                        last_seq if seq is None else seq,
                         pending[-1][2] + str(body.get("text", "")),
                     )
                 else:
-                    pending.append((handle, int(body.get("seq", 0)), str(body.get("text", ""))))
+                    pending.append((handle, seq, str(body.get("text", ""))))
                 continue
             self._flush_output(pending)
             pending = []
@@ -140,10 +144,12 @@ class ObserverFeed:
                 self._process_ended(handle, body)
         self._flush_output(pending)
 
-    def _flush_output(self, pieces: list[tuple[str, int, str]]) -> None:
+    def _flush_output(self, pieces: list[tuple[str, int | None, str]]) -> None:
         if not pieces:
             return
         for handle, seq, text in pieces:
+            if not text:
+                continue  # all of it held back by the redactor for now
             agent_id, presentation_id = self._session(handle)
             cleaner = self._cleaners.setdefault(handle, TerminalCleaner())
             payload = {"session_handle": handle, "seq": seq, "text": text, "display_text": cleaner.feed(text)}
