@@ -119,6 +119,12 @@ def status(as_json: bool) -> None:
     if as_json:
         click.echo(lifecycle.dumps(info))
         return
+    if info.get("crashed"):
+        click.echo(f"Zodex Local crashed (runtime {info['runtime_id']}, pid {info['pid']}): {info['reason']}")
+        for line in info["log"][1:]:  # the first is the reason, said above
+            click.echo(f"  {line}")
+        click.echo("`zodex local stop` cleans up after it; `zodex local logs` shows more.")
+        return
     if not info["running"]:
         click.echo("Zodex Local is not running. Start it with `zodex local start [PATH]`.")
         return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import logging
 import logging.handlers
 import os
@@ -54,6 +55,10 @@ def _setup_logging(paths: LocalPaths) -> None:
     if handler.stream is not None:
         os.dup2(handler.stream.fileno(), 2)
         os.dup2(handler.stream.fileno(), 1)
+    # A fatal signal (SIGBUS when a history file is cut short under SQLite's mapping,
+    # SIGSEGV) ends the process before any code of ours could log: faulthandler writes the
+    # tracebacks to fd 2, which follows the log across rotations, and `status` reads them.
+    faulthandler.enable(file=2, all_threads=True)
 
 
 def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:

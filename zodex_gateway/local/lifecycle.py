@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from zodex_gateway.local.crash import crash_of
 from zodex_gateway.local.daemon import RUNTIME_ENV
 from zodex_gateway.local.discovery import Discovery, read_owned
 from zodex_gateway.local.paths import LocalPaths
@@ -212,7 +213,7 @@ def clean_up_after_crash(paths: LocalPaths) -> None:
 def status(paths: LocalPaths) -> dict[str, Any]:
     discovery = active(paths)
     if discovery is None:
-        return {"running": False, "active_process_count": 0}
+        return _crashed(paths) or {"running": False, "active_process_count": 0}
     return {
         "running": True,
         "runtime_id": discovery.runtime_id,
@@ -224,6 +225,26 @@ def status(paths: LocalPaths) -> dict[str, Any]:
         "token_path": discovery.mcp["token_path"],
         "observer_url": discovery.observability.get("base_url"),
         "active_process_count": active_process_count(discovery),
+    }
+
+
+def _crashed(paths: LocalPaths) -> dict[str, Any] | None:
+    """A runtime still published whose process is gone died without stopping: what
+    runtime.log says of why (until `stop` or the next `start` cleans up after it)."""
+    discovery = Discovery.read(paths.discovery)
+    if discovery is None or runtime_alive(discovery):
+        return None
+    crash = crash_of(discovery, paths.log_file)
+    return {
+        "running": False,
+        "crashed": True,
+        "runtime_id": discovery.runtime_id,
+        "pid": discovery.pid,
+        "started_at": discovery.started_at,
+        "reason": crash.reason,
+        "signal": crash.signal,
+        "log": list(crash.log_lines),
+        "active_process_count": 0,
     }
 
 
