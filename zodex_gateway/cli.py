@@ -285,12 +285,19 @@ def watch(no_open: bool, tui: bool, agent_id: str | None, show_all: bool) -> Non
         from zodex_gateway.tui import run_tui
 
         sys.exit(run_tui(access, agent_id=agent_id, show_all=show_all))
+    from zodex_gateway.listener_limits import ListenerLimits
     from zodex_gateway.watch import run_watch
 
+    try:
+        limits = ListenerLimits.from_config(LocalConfig.load(config_path()).get)
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
     run_watch(
         lambda: observer_access(paths),
         open_browser=not no_open,
         announce=lambda url: click.echo(f"Liveboard: {url}"),
+        limits=limits,
     )
 
 

@@ -2,24 +2,33 @@
 
 Before the MCP app sees a request: the Host header must name the loopback address we
 listen on (a DNS-rebinding defence), then the token must match — from
-``X-Zodex-Local-Token`` or ``Authorization: Bearer`` — compared in constant time.
+``X-Zodex-Local-Token`` or ``Authorization: Bearer`` — compared in constant time (the rules
+every listener shares are in :mod:`zodex_gateway.http_access`). Then the body is read here,
+up to ``mcp.max-body`` (docs/modes.md#http-listeners): a larger one is answered 413 with a
+JSON-RPC error naming the limit, and at most two bodies larger than 1 MiB are held at once
+(each from the moment it passes 1 MiB until its response starts), so concurrent large
+patches cannot multiply the gateway's memory without bound.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import anyio
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+from zodex_gateway import http_access, jsonrpc_input
+from zodex_gateway.listener_limits import DEFAULT_MAX_BODY
+
 TOKEN_HEADER = b"x-zodex-local-token"
+LARGE_BODY: Final = 1024 * 1024
+LARGE_BODIES_AT_ONCE: Final = 2
 
 
 def load_or_create_token(path: Path) -> str:
@@ -37,13 +46,6 @@ def load_or_create_token(path: Path) -> str:
     return token
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return bytes(value).decode("latin-1")
-    return None
-
-
 async def _reply(send: Send, status: int, message: str, extra: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
     body = json.dumps({"error": message}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
@@ -51,39 +53,53 @@ async def _reply(send: Send, status: int, message: str, extra: list[tuple[bytes,
     await send({"type": "http.response.body", "body": body})
 
 
+def size_text(size: int) -> str:
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} bytes"
+
+
+async def _reply_json(send: Send, status: int, message: Any) -> None:
+    body = json.dumps(message).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
 class GuardedMcpApp:
-    def __init__(self, server: Server[Any], token: str, host: str) -> None:
-        self._token = token.encode()
+    def __init__(
+        self, server: Server[Any], token: str, host: str, *, max_body: int = DEFAULT_MAX_BODY
+    ) -> None:
+        self._token = token
         self._host = host
-        self.port = 0  # set once the listening socket is bound
+        self.max_body = max_body
+        self._large_bodies = anyio.Semaphore(LARGE_BODIES_AT_ONCE)
         self._app = server.streamable_http_app(
             stateless_http=True,
             json_response=True,
             # Host checking is ours (it must know the bound port); the SDK's is off.
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            # Our limit is checked first; the SDK's own (4 MiB by default) must not be lower.
+            max_request_body_size=max_body,
         )
 
-    def _host_allowed(self, scope: Scope) -> bool:
-        host = _header(scope, b"host")
-        if host is None:
-            return False
-        names = (*LOOPBACK_NAMES, self._host)
-        return any(host == f"{name}:{self.port}" for name in names)
-
     def _token_ok(self, scope: Scope) -> bool:
-        given = _header(scope, TOKEN_HEADER)
+        given = http_access.header(scope, TOKEN_HEADER)
         if given is None:
-            auth = _header(scope, b"authorization") or ""
-            scheme, _, value = auth.partition(" ")
-            given = value.strip() if scheme.lower() == "bearer" else None
-        return given is not None and hmac.compare_digest(given.encode(), self._token)
+            given = http_access.bearer(scope)
+        return http_access.secret_matches(given, self._token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        if not self._host_allowed(scope):
-            await _reply(send, 421, "Host header does not name this server")
+        if not http_access.host_allowed(scope, (self._host,)):
+            await _reply(send, 421, http_access.HOST_REFUSED)
             return
         if scope["path"] not in ("/mcp", "/mcp/"):
             await _reply(send, 404, "not found; the MCP endpoint is /mcp")
@@ -91,4 +107,99 @@ class GuardedMcpApp:
         if not self._token_ok(scope):
             await _reply(send, 401, "missing or invalid token", [(b"www-authenticate", b"Bearer")])
             return
-        await self._app({**scope, "path": "/mcp", "raw_path": b"/mcp"}, receive, send)
+        scope = {**scope, "path": "/mcp", "raw_path": b"/mcp"}
+        async with _LargeBodySlot(self._large_bodies) as slot:
+            try:
+                body = await self._read_body(scope, receive, slot)
+            except BodyTooLarge:
+                limit = f"request body exceeds mcp.max-body ({size_text(self.max_body)})"
+                await _reply_json(send, 413, jsonrpc_input.error(jsonrpc_input.INVALID_REQUEST, limit))
+                return
+            if jsonrpc_input.SURROGATE_ESCAPE.search(body):
+                refusal = _unicode_refusal(body)
+                if refusal is not None:
+                    await _reply_json(send, 200 if "result" in refusal else 400, refusal)
+                    return
+            await self._app(scope, _replay(body, receive), slot.releasing(send))
+
+    async def _read_body(self, scope: Scope, receive: Receive, slot: _LargeBodySlot) -> bytes:
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_body:
+            raise BodyTooLarge
+        if declared is not None and declared > LARGE_BODY:
+            await slot.acquire()  # before reading: a waiting body stays in the client
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away; the app sees an empty body and answers no one
+            chunk = bytes(message.get("body", b""))
+            size += len(chunk)
+            if size > self.max_body:
+                raise BodyTooLarge
+            if size > LARGE_BODY:
+                await slot.acquire()
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+def _content_length(scope: Scope) -> int | None:
+    value = http_access.header(scope, b"content-length")
+    if value is None or not value.strip().isdigit():
+        return None  # h11 has already refused a malformed one
+    return int(value)
+
+
+def _unicode_refusal(body: bytes) -> dict[str, Any] | None:
+    """The SDK's parser refuses a lone surrogate escape as "not JSON"; Python's accepts it,
+    so the refusal can name the field (docs/tools.md#errors)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None  # not JSON at all: the SDK answers -32700
+    return jsonrpc_input.unicode_refusal(message)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body in one message, then the client's own messages (a disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replayed
+
+
+class _LargeBodySlot:
+    """One of the few slots a large body needs; held until its response starts."""
+
+    def __init__(self, semaphore: anyio.Semaphore) -> None:
+        self._semaphore = semaphore
+        self._held = False
+
+    async def acquire(self) -> None:
+        if not self._held:
+            await self._semaphore.acquire()
+            self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._semaphore.release()
+
+    def releasing(self, send: Send) -> Send:
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.release()  # the request is decoded and handled; its memory goes soon
+            await send(message)
+
+        return sending
+
+    async def __aenter__(self) -> _LargeBodySlot:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()

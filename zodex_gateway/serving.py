@@ -13,8 +13,11 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from zodex_gateway import descriptor_limit
 from zodex_gateway.dispatcher import ZmqDispatcher
 from zodex_gateway.http_app import GuardedMcpApp
+from zodex_gateway.jsonrpc_input import AnsweringReadStream
+from zodex_gateway.listener_limits import ListenerLimits, SlowClients, web_server
 from zodex_gateway.local_features import FeatureOptions, open_features
 from zodex_gateway.mcp_server import build_server
 from zodex_gateway.runtime import Runtime
@@ -88,7 +91,9 @@ def stdio_transport(start_directory: str, *, history: bool = True) -> Serve:
             ZmqDispatcher(supervisor), start_directory=start_directory, local=opened.features
         )
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            # Every line gets an answer: one that is not a JSON-RPC message gets an error.
+            reader = AnsweringReadStream(read_stream, write_stream)
+            await server.run(reader, write_stream, server.create_initialization_options())
 
     return serve
 
@@ -130,18 +135,6 @@ def base_url(sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
-def _web_server(app: Any) -> Any:
-    import uvicorn
-
-    config = uvicorn.Config(
-        app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=2
-    )
-    web = uvicorn.Server(config)
-    # Our loop handlers own SIGTERM/SIGINT; uvicorn's would re-raise them after exit.
-    web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-    return web
-
-
 def http_transport(
     sock: socket.socket,
     token: str,
@@ -151,12 +144,21 @@ def http_transport(
     read_only_hint: bool = True,
     history: bool = True,
     observer: ObserverServing | None = None,
+    limits: ListenerLimits | None = None,
 ) -> Serve:
     """MCP over HTTP on ``sock``; with ``observer`` (and history), the observer API too,
-    on its own socket in the same loop."""
+    on its own socket in the same loop. ``limits`` bound slow clients and bodies."""
+    limits = limits or ListenerLimits()
 
     async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
-        host, port = sock.getsockname()[:2]
+        descriptor_limit.raise_to_hard_limit()
+        # One budget for both listeners: descriptors are the process's.
+        slow_clients = SlowClients(limits)
+
+        def web(app: Any) -> Any:
+            return web_server(app, slow_clients, lifespan="on", timeout_graceful_shutdown=2)
+
+        host = sock.getsockname()[0]
         opened = await open_features(supervisor, FeatureOptions(history=history))
         stop.cleanups.append(opened.close)
         server = build_server(
@@ -165,9 +167,8 @@ def http_transport(
             read_only_hint=read_only_hint,
             local=opened.features,
         )
-        app = GuardedMcpApp(server, token, host)
-        app.port = port
-        servers = [(_web_server(app), sock)]
+        app = GuardedMcpApp(server, token, host, max_body=limits.max_body)
+        servers = [(web(app), sock)]
         history_store = opened.features.history
         if observer is not None and history_store is not None and opened.hub is not None:
             from zodex_gateway.observer import create_observer_app
@@ -180,7 +181,7 @@ def http_transport(
                 hub=opened.hub,
                 on_alias=opened.feed.agent_updated if opened.feed is not None else None,
             )
-            servers.append((_web_server(observer_app), observer.sock))
+            servers.append((web(observer_app), observer.sock))
 
         def graceful() -> None:
             if opened.hub is not None:

@@ -24,6 +24,7 @@ import msgpack
 import zmq
 import zmq.asyncio
 
+from zodex_gateway import descriptor_limit
 from zodex_gateway.restart_policy import RestartPolicy
 from zodex_gateway.runtime import Runtime, worker_argv
 from zodex_gateway.worker_client import WorkerClient
@@ -138,6 +139,7 @@ class Supervisor:
             start_new_session=True,  # a Ctrl-C at the gateway's terminal is the gateway's to handle
         )
         self._children[proc.pid] = proc
+        descriptor_limit.give_back(proc.pid)  # its commands get the usual open-files limit
         proc_wait = asyncio.ensure_future(proc.wait())
         proc_wait.add_done_callback(lambda _f: self._children.pop(proc.pid, None))
         assert proc.stdout is not None

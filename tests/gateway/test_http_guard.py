@@ -3,6 +3,7 @@ token file. Checks run in this order: Host, then path, then token."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Iterator
@@ -12,7 +13,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from zodex_gateway.http_app import GuardedMcpApp, load_or_create_token
+from tests.support.gateway import wait_for
+from zodex_gateway.http_app import LARGE_BODY, GuardedMcpApp, load_or_create_token
 from zodex_gateway.mcp_server import build_server
 
 TOKEN = "t0k3n" * 12 + "abcd"  # 64 characters
@@ -44,9 +46,8 @@ class NoDispatcher:
 
 
 def make_app(host: str = "127.0.0.1") -> GuardedMcpApp:
-    app = GuardedMcpApp(build_server(NoDispatcher()), TOKEN, host)  # type: ignore[arg-type]
-    app.port = PORT
-    return app
+    # The port the Host must carry is the one the connection came in on (the client's base_url).
+    return GuardedMcpApp(build_server(NoDispatcher()), TOKEN, host)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -186,3 +187,66 @@ def test_token_file_with_a_short_token_is_refused(tmp_path: Path) -> None:
     path.write_text("  " + "y" * 32 + "\n")
     assert load_or_create_token(path) == "y" * 32
     assert path.read_text() == "  " + "y" * 32 + "\n", "an existing token file is never rewritten"
+
+
+# -- bodies: mcp.max-body and the large-body slots (docs/modes.md#http-listeners) ------------
+
+
+def test_a_body_over_max_body_is_413_with_a_json_rpc_error_naming_the_limit() -> None:
+    app = GuardedMcpApp(build_server(NoDispatcher()), TOKEN, "127.0.0.1", max_body=64 * 1024)  # type: ignore[arg-type]
+    expected = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": "request body exceeds mcp.max-body (64 KiB)"},
+    }
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        for _ in range(65):
+            yield b" " * 1024
+
+    with TestClient(app, base_url=f"http://127.0.0.1:{PORT}") as c:
+        declared = c.post("/mcp", headers={**ACCEPT, **GOOD}, content=b" " * (64 * 1024 + 1))
+        assert declared.status_code == 413 and declared.json() == expected
+        streamed = c.post("/mcp", headers={**ACCEPT, **GOOD}, content=chunks())
+        assert streamed.status_code == 413 and streamed.json() == expected
+        padded = json.dumps(INIT).encode() + b" " * (60 * 1024)  # within the limit: served
+        assert_served(c.post("/mcp", headers={**ACCEPT, **GOOD}, content=padded))
+
+
+async def test_at_most_two_large_bodies_are_held_at_once() -> None:
+    app = make_app()
+    answer = asyncio.Event()
+    handled: list[int] = []
+    bodies_read: list[int] = []
+
+    async def inner(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        handled.append(len((await receive())["body"]))
+        await answer.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    app._app = inner  # type: ignore[assignment]  # the SDK app behind the guard, replaced
+    large = LARGE_BODY + 1
+
+    async def request(n: int) -> None:
+        async def receive() -> dict[str, Any]:
+            bodies_read.append(n)
+            return {"type": "http.request", "body": b" " * large, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            pass
+
+        headers = [(b"host", f"127.0.0.1:{PORT}".encode()), (b"x-zodex-local-token", TOKEN.encode()),
+                   (b"content-length", str(large).encode())]  # fmt: skip
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"",
+                 "headers": headers, "server": ("127.0.0.1", PORT)}  # fmt: skip
+        await app(scope, receive, send)
+
+    tasks = [asyncio.create_task(request(n)) for n in range(3)]
+    await wait_for(lambda: len(handled) == 2, what="two large bodies in the app")
+    for _ in range(20):
+        await asyncio.sleep(0)  # the third has every chance to be read: it must wait
+    assert sorted(bodies_read) == [0, 1], "the third body is left with its client"
+    answer.set()
+    await asyncio.gather(*tasks)
+    assert sorted(bodies_read) == [0, 1, 2] and handled == [large] * 3

@@ -100,3 +100,40 @@ async def test_server_instructions_name_start_directory(genv: GatewayEnv, tmp_pa
         gw.stop()
     assert str(tmp_path) in text
     assert "none is ever substituted" in text
+
+
+async def test_a_ten_megabyte_patch_is_applied_over_http(gateway: HttpGateway, tmp_path: Path) -> None:
+    # docs/modes.md#http-listeners: bodies up to mcp.max-body (64 MiB), far above a patch's 16 Mi characters.
+    line = "+" + "x" * 99 + "\n"
+    lines = 10 * 1024 * 1024 // len(line)
+    patch = f"*** Begin Patch\n*** Add File: big.txt\n{line * lines}*** End Patch"
+    async with http_client(gateway.url, {"X-Zodex-Local-Token": gateway.token}) as mcp:
+        result = await mcp.call("apply_patch", patch=patch, workdir=str(tmp_path))
+    assert not result.is_error, result.content[0].text
+    assert (tmp_path / "big.txt").stat().st_size == lines * (len(line) - 1)
+
+
+def test_a_body_that_is_not_json_gets_a_json_rpc_parse_error(gateway: HttpGateway) -> None:
+    url = f"http://127.0.0.1:{gateway.port}/mcp"
+    headers = {**ACCEPT, "X-Zodex-Local-Token": gateway.token}
+    response = httpx.post(url, headers=headers, content=b"this is not json", timeout=10)
+    assert response.status_code == 400
+    assert response.json()["id"] is None and response.json()["error"]["code"] == -32700
+
+
+def test_an_unpaired_surrogate_is_a_tool_error_naming_the_field(gateway: HttpGateway, tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{gateway.port}/mcp"
+    headers = {**ACCEPT, "X-Zodex-Local-Token": gateway.token}
+    call = {"name": "exec_command", "arguments": {"cmd": "echo \ud800 > made", "workdir": str(tmp_path)}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": call})  # \ud800 escaped
+    response = httpx.post(url, headers=headers, content=body, timeout=10)
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "result": {
+            "content": [{"type": "text", "text": "cmd must be valid Unicode (unpaired surrogate)"}],
+            "isError": True,
+        },
+    }
+    assert not (tmp_path / "made").exists(), "nothing ran"

@@ -49,11 +49,11 @@ def test_wrong_secret_is_a_json_404(host: RunningHost) -> None:
 def test_host_header_must_be_the_bound_loopback_address(host: RunningHost) -> None:
     port = host.host.port
     with host.client() as client:
-        for bad in (f"evil.example:{port}", "127.0.0.1", f"127.0.0.1:{port + 1}", f"[::1]:{port}", ""):
+        for bad in (f"evil.example:{port}", "127.0.0.1", f"127.0.0.1:{port + 1}", f"[::2]:{port}", ""):
             reply = client.get("", headers={"Host": bad})
             assert reply.status_code == 421, bad
             assert reply.json()["schema_version"] == 1
-        for good in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}"):
+        for good in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}"):
             assert client.get("", headers={"Host": good}).status_code == 200, good
 
 

@@ -77,6 +77,9 @@ _DEFAULT_BOUNDS: dict[str, _Bounds] = {
 _BOUNDS: dict[str, _Bounds] = {
     "session.max-per-worker": (1, 4096),
     "worker.health-interval": (100, 3650 * _DAY_MS),
+    "mcp.max-body": (64 * 1024, 1024**3),
+    "http.header-timeout": (100, 3_600_000),
+    "http.max-pending-connections": (1, 65536),
 }
 
 # fmt: off
@@ -109,6 +112,9 @@ _OTHER_KEYS = (  # name, kind, default, description
     ("tunnel.id", "string", None, "tunnel identifier, for the tunnel command"),
     ("tunnel.command", "string", None, "tunnel client command line, started and stopped with Local"),
     ("mcp.read-only-hint", "bool", True, "mark read-only tools with readOnlyHint (docs/tools.md#annotations)"),
+    ("mcp.max-body", "size", 64 * 1024**2, "largest MCP request body over HTTP (413 beyond)"),
+    ("http.header-timeout", "duration", 5000, "an HTTP connection must send its request headers within"),
+    ("http.max-pending-connections", "int", 256, "HTTP connections still sending headers; the oldest is closed"),
     ("context.global-instructions", "switch", True, "include global instructions"),
     ("context.global-skills", "switch", True, "include global skills"),
     ("context.workdir-hint", "switch", True, "include the workdir hint"),

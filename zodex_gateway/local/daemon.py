@@ -18,6 +18,7 @@ import signal
 import sys
 import time
 
+from zodex_gateway.listener_limits import ListenerLimits
 from zodex_gateway.local.bearer import ensure_bearer, write_secret
 from zodex_gateway.local.config import LocalConfig, config_path
 from zodex_gateway.local.discovery import Discovery, OwnedProcess, iso, write_owned
@@ -125,7 +126,13 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
     observer_url = base_url(observer_sock)
     observer = ObserverServing(observer_sock, file_bearer(paths.observer_bearer), runtime.runtime_id, started)
     transport = http_transport(
-        sock, token, start_directory, published, read_only_hint=read_only_hint, observer=observer
+        sock,
+        token,
+        start_directory,
+        published,
+        read_only_hint=read_only_hint,
+        observer=observer,
+        limits=ListenerLimits.from_config(config.get),
     )
     try:
         asyncio.run(serve_until_stopped(runtime, transport))

@@ -2,15 +2,16 @@
 event hub, behind a bearer (docs/observer.md).
 
 It is read-only but for one route, an agent's alias (Liveboard's editor). One ASGI guard
-wraps everything: it answers OPTIONS and every other non-GET with 405, a missing or wrong
-bearer with 401, turns any unexpected failure into a JSON 500, and puts
-``Cache-Control: no-store`` on every response. No CORS headers are ever sent, so a
-browser page of another origin can neither read nor preflight the API.
+wraps everything: it answers a Host that is not this listener's loopback address with 421
+and a missing or wrong bearer with 401 (the rules every listener shares, in
+:mod:`zodex_gateway.http_access`), OPTIONS and every other non-GET with 405, turns any
+unexpected failure into a JSON 500, and puts ``Cache-Control: no-store`` on every
+response. No CORS headers are ever sent, so a browser page of another origin can neither
+read nor preflight the API.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -24,6 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from zodex_gateway import http_access
 from zodex_gateway.alias import clean_alias
 from zodex_gateway.history import AgentRecord, HistoryStore, HistoryUnavailable, Invocation
 from zodex_gateway.observer import timeline
@@ -67,7 +69,7 @@ def error_response(status_code: int, message: str, headers: dict[str, str] | Non
 
 
 class _Guard:
-    """Method, bearer, no-store and last-resort errors, before any route runs."""
+    """Host, bearer, method, no-store and last-resort errors, before any route runs."""
 
     def __init__(self, app: ASGIApp, bearer: Callable[[], str], writable: Callable[[str, str], bool]) -> None:
         self._app = app
@@ -88,14 +90,11 @@ class _Guard:
                 message = {**message, "headers": [*headers, _NO_STORE]}
             await send(message)
 
-        request = Request(scope)
-        given = request.headers.get("authorization", "").encode()
-        expected = f"Bearer {self._bearer()}".encode()
         method = scope["method"]
-        if not hmac.compare_digest(given, expected):
-            reply: Response = error_response(
-                401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"}
-            )
+        if not http_access.host_allowed(scope):
+            reply: Response = error_response(421, http_access.HOST_REFUSED)
+        elif not http_access.secret_matches(http_access.bearer(scope), self._bearer()):
+            reply = error_response(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         elif method != "GET" and not self._writable(method, scope["path"]):
             reply = error_response(405, f"method {method} is not allowed", {"Allow": "GET"})
         else:

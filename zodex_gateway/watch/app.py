@@ -1,12 +1,13 @@
 """The watch host's HTTP app: Liveboard and an allowlisted proxy, behind a capability URL.
 
 A guard runs before any route: a ``Host`` header that is not the bound loopback address
-is a 421 (DNS rebinding), a first path segment that is not the per-run secret (compared
-in constant time) is a 404, and so is any method but GET and PUT; a PUT from another
-page's origin is a 403. Under ``/<secret>/`` the routes are Liveboard's
-files, the observer's read routes and its one write route (the alias). Anything else is a
-404. Every response is ``no-store``, sends no referrer (the secret is in the URL) and
-carries a strict content security policy; no CORS header is ever sent.
+is a 421 (DNS rebinding; the rule every listener shares, :mod:`zodex_gateway.http_access`),
+a first path segment that is not the per-run secret (compared in constant time) is a 404,
+and so is any method but GET and PUT; a PUT from another page's origin is a 403. Under
+``/<secret>/`` the routes are Liveboard's files, the observer's read routes and its one
+write route (the alias). Anything else is a 404. Every response is ``no-store``, sends no
+referrer (the secret is in the URL) and carries a strict content security policy; no CORS
+header is ever sent.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from zodex_gateway import http_access
 from zodex_gateway.liveboard import STATIC_DIR
 from zodex_gateway.watch.proxy import ObserverProxy, ObserverUnavailable
 
@@ -80,8 +82,7 @@ class _Guard:
     def __init__(self, app: ASGIApp, secret: str, port: int) -> None:
         self._app = app
         self._secret = secret.encode()
-        self._hosts = {f"127.0.0.1:{port}".encode(), f"localhost:{port}".encode()}
-        self._origins = {b"http://" + host for host in self._hosts}
+        self._origins = {f"http://{name}:{port}".encode() for name in ("127.0.0.1", "localhost")}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -98,8 +99,8 @@ class _Guard:
         first = path[1:].split("/", 1)[0]
         inner = path[len(first) + 1 :]
         refusal: Response | None = None
-        if headers.get(b"host", b"").lower() not in self._hosts:
-            refusal = error_response(421, "this viewer answers only on its own loopback address")
+        if not http_access.host_allowed(scope):
+            refusal = error_response(421, http_access.HOST_REFUSED)
         elif not hmac.compare_digest(first.encode(), self._secret) or scope["method"] not in ("GET", "PUT"):
             refusal = error_response(404, "not found")
         elif scope["method"] == "PUT" and headers.get(b"origin", b"").lower() not in (b"", *self._origins):

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-import uvicorn
-
+from zodex_gateway import descriptor_limit
+from zodex_gateway.listener_limits import ListenerLimits, SlowClients, web_server
 from zodex_gateway.liveboard import STATIC_DIR
 from zodex_gateway.watch.app import create_watch_app
 from zodex_gateway.watch.proxy import AccessSource, ObserverProxy
@@ -28,7 +28,10 @@ GRACEFUL_S: Final = 2
 class WatchHost:
     """A bound socket, a per-run secret, and the app that checks both."""
 
-    def __init__(self, source: AccessSource, *, static_dir: Path = STATIC_DIR) -> None:
+    def __init__(
+        self, source: AccessSource, *, static_dir: Path = STATIC_DIR, limits: ListenerLimits | None = None
+    ) -> None:
+        self._limits = limits or ListenerLimits()
         self.secret = secrets.token_urlsafe(SECRET_BYTES)
         # IPPROTO_TCP: asyncio then sets TCP_NODELAY (see zodex_gateway.serving.listen).
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -50,17 +53,10 @@ class WatchHost:
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; then end every event stream and close the socket."""
-        config = uvicorn.Config(
-            self._app,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            ws="none",
-            timeout_graceful_shutdown=GRACEFUL_S,
+        descriptor_limit.raise_to_hard_limit()
+        server = web_server(
+            self._app, SlowClients(self._limits), lifespan="off", timeout_graceful_shutdown=GRACEFUL_S
         )
-        server = uvicorn.Server(config)
-        # The caller owns SIGINT/SIGTERM; uvicorn's handlers would re-raise them on exit.
-        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
 
         async def stop_when_told() -> None:
             await stop.wait()
@@ -78,9 +74,15 @@ class WatchHost:
                 self._sock.close()
 
 
-def run_watch(source: AccessSource, *, open_browser: bool, announce: Callable[[str], None]) -> None:
+def run_watch(
+    source: AccessSource,
+    *,
+    open_browser: bool,
+    announce: Callable[[str], None],
+    limits: ListenerLimits | None = None,
+) -> None:
     """``zodex local watch`` without ``--tui``: serve Liveboard until SIGINT or SIGTERM."""
-    host = WatchHost(source)
+    host = WatchHost(source, limits=limits)
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from tests.gateway.observer.observer_support import BEARER, RUNTIME_ID, T0, Clock, Seeded, seed
+from tests.gateway.observer.observer_support import BASE_URL, BEARER, RUNTIME_ID, T0, Clock, Seeded, seed
 from zodex_gateway.history import HistoryStore
 from zodex_gateway.observer import create_observer_app
 
@@ -30,7 +30,7 @@ def seeded(store: HistoryStore, clock: Clock) -> Seeded:
 @pytest.fixture
 def anonymous(store: HistoryStore) -> Iterator[TestClient]:
     app = create_observer_app(store, runtime_id=RUNTIME_ID, bearer_token=BEARER, started_at=T0)
-    with TestClient(app) as client:
+    with TestClient(app, base_url=BASE_URL) as client:
         yield client
 
 

@@ -12,6 +12,8 @@ BEARER = "observer-bearer-" + "b" * 32
 IDENTITY_KEY_A = "mcp-session-token-AAAA-" + "a" * 24
 IDENTITY_KEY_B = "mcp-session-token-BBBB-" + "c" * 24
 RUNTIME_ID = "rt-test-1"
+# In-process clients must still name a loopback listener in Host (the observer's Host rule).
+BASE_URL = "http://127.0.0.1:4321"
 
 
 class Clock:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import uvicorn
 
-from tests.gateway.observer.observer_support import BEARER, RUNTIME_ID, T0
+from tests.gateway.observer.observer_support import BASE_URL, BEARER, RUNTIME_ID, T0
 from tests.support.sse import SseStream, sse
 from zodex_gateway.history import HistoryStore
 from zodex_gateway.observer import create_observer_app
@@ -146,7 +146,7 @@ async def test_a_slow_subscriber_gets_a_gap_and_never_stalls_a_fast_one(store: H
         # The slow viewer subscribes and then reads nothing: its socket buffers fill.
         slow = socket.create_connection((host, int(port)))
         slow.sendall(
-            f"GET /v1/events HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {BEARER}\r\n\r\n".encode()
+            f"GET /v1/events HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {BEARER}\r\n\r\n".encode()
         )
         await wait_subscribed(hub, 2)
         reading = asyncio.create_task(read_all(fast, total))
@@ -221,7 +221,7 @@ def test_alias_put_sets_the_alias_and_tells_the_listener(tmp_path: Path) -> None
         app = create_observer_app(
             store, runtime_id=RUNTIME_ID, bearer_token=BEARER, started_at=T0, on_alias=heard.append
         )
-        with TestClient(app) as client:
+        with TestClient(app, base_url=BASE_URL) as client:
             auth = {"Authorization": f"Bearer {BEARER}"}
             ok = client.put(f"/v1/agents/{agent}/alias", json={"alias": "  Fix the parser  "}, headers=auth)
             assert ok.status_code == 200 and ok.json()["alias"] == "Fix the parser"
@@ -262,7 +262,7 @@ def test_a_rotated_bearer_file_takes_effect_at_once(tmp_path: Path) -> None:
     assert len(old) >= 32 and path.stat().st_mode & 0o777 == 0o600
     with HistoryStore(tmp_path / "h") as store:
         app = create_observer_app(store, runtime_id=RUNTIME_ID, bearer_token=file_bearer(path), started_at=T0)
-        with TestClient(app) as client:
+        with TestClient(app, base_url=BASE_URL) as client:
             assert client.get("/v1/status", headers={"Authorization": f"Bearer {old}"}).status_code == 200
             new = rotate_bearer(path)
             assert new != old
