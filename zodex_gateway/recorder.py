@@ -64,6 +64,7 @@ class EventCapture:
         # writes again; capture goes on (a full disk may be freed).
         self._unstored: set[str] = set()
         self._failing = False
+        self._output_refused = False  # in the batch being written
 
     async def attach(self, record: WorkerRecord) -> None:
         key = (record.worker_id, record.incarnation)
@@ -132,9 +133,10 @@ class EventCapture:
             self._unstored.update(str(e.body.get("session", "")) for e in events)
             self._unstored.discard("")
             return events
-        if self._failing:
+        if self._failing and not self._output_refused:
             log.warning("history capture stores command events again")
             self._failing = False
+        self._output_refused = False
         return events
 
     def _redacted(self, events: list[Envelope]) -> list[Envelope]:
@@ -172,7 +174,7 @@ class EventCapture:
                 output.append((handle, str(body.get("text", ""))))
                 continue
             if output:
-                self._store.append_output(output)
+                self._append_output(output)
                 output = []
             if event.type == messages.EVENT_PROCESS_STARTED:
                 self._store.process_started(
@@ -194,7 +196,20 @@ class EventCapture:
                     ended_at=float(body["ended_at"]),
                 )
         if output:
+            self._append_output(output)
+
+    def _append_output(self, output: list[tuple[str, str]]) -> None:
+        """Output history cannot store (a full disk) is marked missing later; the starts
+        and ends after it in the batch are still recorded, so no process row is left
+        running (docs/history.md#recording)."""
+        try:
             self._store.append_output(output)
+        except HistoryUnavailable as exc:
+            if not self._failing:
+                log.warning("history capture could not store command output: %s", exc.cause)
+                self._failing = True
+            self._output_refused = True
+            self._unstored.update(handle for handle, _ in output)
 
     def _check_seq(self, handle: str, seq: int) -> None:
         expected = self._last_seq.get(handle, 0) + 1

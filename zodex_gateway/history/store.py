@@ -30,6 +30,7 @@ from zodex_gateway.history.records import (
     HistoryUnavailable,
     Invocation,
 )
+from zodex_gateway.history.reserve import RESERVE_NAME, SpaceReserve, is_disk_full
 from zodex_gateway.history.schema import SCHEMA_VERSION, migrate
 from zodex_gateway.history.size_limit import SizeLimit
 from zodex_gateway.history.storage import (
@@ -80,6 +81,7 @@ class HistoryStore:
         """
         self._lock = threading.Lock()
         self._clock = clock
+        self._reserve = SpaceReserve(directory / RESERVE_NAME)
         self._directory = directory
         self._busy_timeout_ms = round(busy_timeout_s * 1000)
         self._output_cap = output_cap_bytes
@@ -96,6 +98,7 @@ class HistoryStore:
                     migrate(conn)
             if recover:
                 self._recover()
+                self._reserve.ensure()  # the owner keeps room to complete calls on a full disk
                 self._switch_to_incremental_vacuum()
         except BaseException:
             self.close()
@@ -155,6 +158,17 @@ class HistoryStore:
         except sqlite3.Error as exc:
             cause = _one_line(str(exc))
             raise HistoryUnavailable(_one_line(failure.replace("{error}", cause)), cause) from exc
+
+    def _essential(self, write: Callable[[], None]) -> None:
+        """A write that must not be lost to a full disk: if the disk is full, give up the
+        reserved space and try once more (docs/history.md#recording)."""
+        try:
+            write()
+        except HistoryUnavailable as exc:
+            if not is_disk_full(exc.__cause__) or not self._reserve.release():
+                raise
+            log.warning("history: the disk is full; using the space kept for completing calls")
+            write()
 
     def _recover(self) -> None:
         now = self._clock()
@@ -218,7 +232,7 @@ class HistoryStore:
         Raises HistoryUnavailable, and then the call must not run."""
         now = self._clock()
         with self._write("history cannot record this call (disk full?): {error}; nothing was run") as conn:
-            return calls.insert(
+            invocation = calls.insert(
                 conn,
                 now=now,
                 agent_id=agent_id,
@@ -228,6 +242,8 @@ class HistoryStore:
                 real_workdir=real_workdir,
                 session_handle=session_handle,
             )
+        self._reserve.ensure()  # made again once a full disk has room
+        return invocation
 
     def complete(
         self,
@@ -244,17 +260,21 @@ class HistoryStore:
         removed meanwhile (retention, clear), is left alone; one that a reopening marked
         incomplete while it was in fact still running is completed normally."""
         now = self._clock()
-        with self._write(f"history cannot complete call {invocation_id}: " + "{error}") as conn:
-            calls.finish(
-                conn,
-                invocation_id,
-                now=now,
-                ok=ok,
-                result=result,
-                error=error,
-                session_handle=session_handle,
-                files=files,
-            )
+
+        def write() -> None:
+            with self._write(f"history cannot complete call {invocation_id}: " + "{error}") as conn:
+                calls.finish(
+                    conn,
+                    invocation_id,
+                    now=now,
+                    ok=ok,
+                    result=result,
+                    error=error,
+                    session_handle=session_handle,
+                    files=files,
+                )
+
+        self._essential(write)
 
     def invocations(
         self,
@@ -327,19 +347,39 @@ class HistoryStore:
         invocation_id: str | None = None,
     ) -> None:
         """``invocation_id``: the exec call that started it, when the worker echoes it."""
-        with self._write("history cannot record a process start: {error}") as conn:
-            sessions.started(
-                conn, handle, pid=pid, cmd=cmd, cwd=cwd, started_at=started_at, invocation_id=invocation_id
-            )
+
+        def write() -> None:
+            with self._write("history cannot record a process start: {error}") as conn:
+                sessions.started(
+                    conn,
+                    handle,
+                    pid=pid,
+                    cmd=cmd,
+                    cwd=cwd,
+                    started_at=started_at,
+                    invocation_id=invocation_id,
+                )
+
+        self._essential(write)
 
     def process_ended(
         self, handle: str, *, exit_code: int, signal: str | None, reason: str, ended_at: float
     ) -> None:
-        with self._write("history cannot record a process end: {error}") as conn:
-            sessions.ended(conn, handle, exit_code=exit_code, signal=signal, reason=reason, ended_at=ended_at)
+        def write() -> None:
+            with self._write("history cannot record a process end: {error}") as conn:
+                sessions.ended(
+                    conn, handle, exit_code=exit_code, signal=signal, reason=reason, ended_at=ended_at
+                )
+
+        self._essential(write)
 
     def append_output(self, batch: Sequence[tuple[str, str]]) -> None:
-        """Store ``(handle, raw text)`` pieces, in arrival order, in one transaction."""
+        """Store ``(handle, raw text)`` pieces, in arrival order, in one transaction.
+        Refused while the space kept for completing calls is spent (a full disk)."""
+        if self._reserve.spent:
+            raise HistoryUnavailable(
+                "history cannot store command output: the disk is full", cause="the disk is full"
+            )
         rows = sessions.merge_output(batch)
         if not rows:
             return
@@ -348,8 +388,12 @@ class HistoryStore:
 
     def mark_output_incomplete(self, handle: str, reason: str) -> None:
         """The capture of this session missed output; the first reason given is kept."""
-        with self._write("history cannot record an output gap: {error}") as conn:
-            sessions.mark_incomplete(conn, handle, reason)
+
+        def write() -> None:
+            with self._write("history cannot record an output gap: {error}") as conn:
+                sessions.mark_incomplete(conn, handle, reason)
+
+        self._essential(write)
 
     def output(self, handle: str) -> tuple[str, bool]:
         """The session's full raw output and whether it was captured completely."""

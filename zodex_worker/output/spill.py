@@ -51,7 +51,8 @@ class SpillFile:
     Opening creates the directory (0700) and the file (0600, ``O_EXCL`` so an existing file
     or a planted symlink is never written through); it raises ``OSError`` on failure. A
     write error later (disk full) does not raise: the file stops there and reports
-    ``truncated``, because losing the tail of a log must not break the session.
+    ``truncated`` with the reason in ``error``, because losing the tail of a log must not
+    break the session.
     """
 
     def __init__(self, path: Path, *, cap_bytes: int = DEFAULT_FILE_CAP_BYTES) -> None:
@@ -61,6 +62,7 @@ class SpillFile:
         self.cap_bytes = cap_bytes
         self.bytes_written = 0
         self.truncated = False
+        self.error: str | None = None  # why writing stopped early, e.g. No space left on device
         ensure_private_dir(self.path.parent)
         self._fd = os.open(self.path, _OPEN_FLAGS, _FILE_MODE)
         if hasattr(os, "fchmod"):  # the umask may have removed bits from 0600
@@ -90,8 +92,9 @@ class SpillFile:
                 done = os.write(self._fd, view)
                 self.bytes_written += done
                 view = view[done:]
-        except OSError:
+        except OSError as exc:
             self.truncated = True
+            self.error = exc.strerror or str(exc)
 
     def close(self) -> None:
         """Close the descriptor; the file stays on disk. Idempotent."""

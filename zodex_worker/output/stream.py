@@ -62,6 +62,7 @@ class SessionOutput:
         self._head: list[str] = []
         self._spilled = False
         self._spill: SpillFile | None = None
+        self._spill_error: str | None = None  # why the spill file could not be made
         # Text not yet in a delta: _pending_chars counts all of it, _buffer holds all of it
         # or, once it is known to exceed inline_limit, at least its last preview_chars.
         self._buffer: list[str] = []
@@ -113,7 +114,14 @@ class SessionOutput:
         if total <= self._inline_limit:
             return text
         tail = text[len(text) - self._preview_chars :]
-        where = f"full output in {self._spill_path}" if self._spill is not None else "full output not saved"
+        if self._spill is None:
+            where = "full output not saved"
+            if self._spill_error is not None:
+                where += f" ({self._spill_error})"
+        elif self._spill.error is not None:
+            where = f"full output in {self._spill_path}, cut short ({self._spill.error})"
+        else:
+            where = f"full output in {self._spill_path}"
         notice = f"[zodex] {total - len(tail)} characters omitted; showing the last {len(tail)}; {where}\n"
         return notice + tail
 
@@ -126,13 +134,20 @@ class SessionOutput:
             return None
         lines = self._newlines + (1 if self._chars and not self._ends_with_newline else 0)
         if self._spill is None:
-            return {"output_chars": self._chars, "output_lines": lines}
-        return {
+            fields: dict[str, object] = {"output_chars": self._chars, "output_lines": lines}
+            if self._spill_error is not None:
+                fields["output_file_error"] = self._spill_error
+            return fields
+        fields = {
             "output_file": str(self._spill_path),
             "output_chars": self._chars,
             "output_lines": lines,
             "output_file_truncated": self._spill.truncated,
         }
+        if self._spill.error is not None:
+            # Cut short by the disk, not by the size cap (docs/output.md#spill-files).
+            fields["output_file_error"] = self._spill.error
+        return fields
 
     @property
     def held_chars(self) -> int:
@@ -177,8 +192,9 @@ class SessionOutput:
         self._head = []
         try:
             spill = SpillFile(self._spill_path, cap_bytes=self._file_cap_bytes)
-        except OSError:
-            # No file (read-only state dir, name taken): keep serving previews without it.
+        except OSError as exc:
+            # No file (read-only state dir, full disk): keep serving previews without it.
+            self._spill_error = exc.strerror or str(exc)
             return
         self._spill = spill
         spill.write(head)

@@ -69,7 +69,7 @@ def test_identity_keys_never_reach_the_files(history_dir: Path) -> None:
         agent = store.agent_for(SECRET_KEY)
         store.set_alias(agent.agent_id, "Rindle implementation")
         files = sorted(history_dir.iterdir())
-        assert len(files) == 3  # the database, its WAL and shared memory, all open
+        assert len(files) == 4  # the database, its WAL and shared memory, all open; the reserve
         for path in files:
             assert b"SECRET" not in path.read_bytes(), path.name
     assert SECRET_KEY not in repr(agent)

@@ -15,6 +15,7 @@ import pytest
 
 from tests.gateway.history.history_support import raw_db
 from zodex_gateway.history import DB_NAME, SCHEMA_VERSION, HistoryStore, HistoryUnavailable
+from zodex_gateway.history.reserve import RESERVE_NAME
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
 REFUSAL_PREFIX = "history cannot record this call (disk full?): "
@@ -43,7 +44,7 @@ def test_directory_is_0700_and_files_0600_whatever_the_umask(history_dir: Path, 
         with HistoryStore(history_dir) as store:
             _begin(store)  # the -wal and -shm files exist while the store is open
             files = sorted(p.name for p in history_dir.iterdir())
-            assert files == [DB_NAME, f"{DB_NAME}-shm", f"{DB_NAME}-wal"]
+            assert files == [RESERVE_NAME, DB_NAME, f"{DB_NAME}-shm", f"{DB_NAME}-wal"]
             assert _mode(history_dir) == 0o700
             for name in files:
                 assert _mode(history_dir / name) == 0o600, name

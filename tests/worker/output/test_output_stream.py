@@ -226,8 +226,12 @@ class TestSpill:
         session = SessionOutput(spill_dir=tmp_path / "file" / "spill", spill_name="h")
         session.feed(("w" * 20000).encode())
         delta = session.take_delta()
-        assert delta == notice(16000, 4000, "full output not saved") + "w" * 4000
-        assert session.spill_fields() == {"output_chars": 20000, "output_lines": 1}
+        assert delta == notice(16000, 4000, "full output not saved (Not a directory)") + "w" * 4000
+        assert session.spill_fields() == {
+            "output_chars": 20000,
+            "output_lines": 1,
+            "output_file_error": "Not a directory",
+        }
         session.feed(b"\nmore\n")
         assert session.take_delta() == "\nmore\n"
         session.close()
