@@ -36,6 +36,9 @@ WELCOME_TIMEOUT_S = 2.0
 BATCH_BYTES = 256 * 1024
 GAP_REASON = "output events were dropped: the history writer fell behind this command"
 UNWRITABLE_REASON = "output events were not stored: history could not write"
+# Process start/end events kept while history cannot write, stored once it can again (a
+# process whose end is never stored looks running until the next start marks it lost).
+MAX_HELD_EVENTS = 10_000
 
 
 EventSink = Callable[[list[Envelope]], None]
@@ -63,6 +66,7 @@ class EventCapture:
         # Sessions whose events history failed to store, to be marked incomplete once it
         # writes again; capture goes on (a full disk may be freed).
         self._unstored: set[str] = set()
+        self._held: list[Envelope] = []
         self._failing = False
         self._output_refused = False  # in the batch being written
 
@@ -125,6 +129,9 @@ class EventCapture:
             for handle in sorted(self._unstored):
                 self._store.mark_output_incomplete(handle, UNWRITABLE_REASON)
                 self._unstored.discard(handle)
+            if self._held:
+                self._store_events(self._held)  # upserts: storing one twice is harmless
+                self._held = []
             self._store_events(events)
         except HistoryUnavailable as exc:
             if not self._failing:
@@ -132,6 +139,8 @@ class EventCapture:
                 self._failing = True
             self._unstored.update(str(e.body.get("session", "")) for e in events)
             self._unstored.discard("")
+            lifecycle = [e for e in events if e.type != messages.EVENT_OUTPUT]
+            self._held = (self._held + lifecycle)[-MAX_HELD_EVENTS:]
             return events
         if self._failing and not self._output_refused:
             log.warning("history capture stores command events again")

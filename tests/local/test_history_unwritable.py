@@ -134,5 +134,8 @@ async def test_stops_are_carried_out_and_logged_when_history_cannot_write(tmp_pa
                     lambda: store.output(latest.session_handle or "")[0] == "yes\r\n",
                     what="the output after the failure to be stored",
                 )
-                lost = store.process(killed[0]) or {}
-                assert lost.get("output_incomplete_reason") == UNWRITABLE_REASON, lost
+                for handle, _pid in (killed, interrupted, quit_, ended):
+                    lost = store.process(handle) or {}
+                    assert lost.get("output_incomplete_reason") == UNWRITABLE_REASON, lost
+                    assert lost.get("ended_at") is not None, "its end, held meanwhile, is stored"
+                assert (store.process(killed[0]) or {})["reason"] == "killed"
