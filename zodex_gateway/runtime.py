@@ -22,6 +22,7 @@ from zodex_protocol.envelope import create_key_file, read_key_file
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.layout import RuntimeLayout, default_runtime_root
 from zodex_protocol.limits import Limits
+from zodex_worker import cgroups
 
 
 def default_state_dir() -> Path:
@@ -59,13 +60,20 @@ class Runtime:
     owner: bool = False
     _lock_fd: int | None = None
     _stale_lock_fds: list[int] = field(default_factory=list)
+    # Owner only: the group that holds every session's cgroup, where the machine allows
+    # (docs/sessions.md#process-groups-and-cgroups); None means the marker sweep.
+    cgroup: cgroups.Group | None = None
 
     @property
     def spill_dir(self) -> Path:
         return self.state_dir / "spill"
 
     @classmethod
-    def create(cls, *, state_dir: Path | None = None, limits: Limits | None = None) -> Runtime:
+    def create(
+        cls, *, state_dir: Path | None = None, limits: Limits | None = None, use_cgroups: bool = True
+    ) -> Runtime:
+        """A fresh runtime owned by this process; ``use_cgroups=False`` (or
+        ``ZODEX_CGROUPS=off``) keeps its sessions out of cgroups."""
         runtime_id = secrets.token_hex(6)
         layout = RuntimeLayout(default_runtime_root() / runtime_id)
         # Its signing key and sockets go there: refused unless safely the user's.
@@ -76,6 +84,8 @@ class Runtime:
         write_owner_file(layout)
         # Directories of gateways that died without removing theirs (SIGKILL).
         remove_abandoned_runtimes(layout.root.parent, keep=layout.root)
+        wanted = use_cgroups and cgroups.wanted()
+        group = cgroups.create_runtime_group(layout.root, runtime_id) if wanted else None
         return cls(
             runtime_id=runtime_id,
             layout=layout,
@@ -84,6 +94,7 @@ class Runtime:
             limits=limits or Limits(),
             owner=True,
             _lock_fd=lock_fd,
+            cgroup=group,
         )
 
     @classmethod
@@ -130,6 +141,9 @@ class Runtime:
             self._stale_lock_fds.append(self._lock_fd)
             self._lock_fd = hold_lock(layout)
         write_owner_file(layout)
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError):  # new workers find their runtime's group here
+                cgroups.record_runtime_group(layout.root, self.cgroup)
         return True
 
     def release_stale_locks(self) -> None:
@@ -142,6 +156,11 @@ class Runtime:
         if not self.owner:
             return
         self.release_stale_locks()
+        if self.cgroup is not None:
+            # The workers are stopped by now; anything still in a session group is not ours to keep.
+            self.cgroup.kill_and_remove()
+            cgroups.remove_runtime_group(self.cgroup)
+            self.cgroup = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

@@ -34,7 +34,7 @@ from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import MAX_INCARNATION, SessionHandle, worker_id_for
 from zodex_protocol.layout import WorkerRecord
 from zodex_protocol.version import PROTOCOL_VERSION
-from zodex_worker import proctree
+from zodex_worker import cgroups, proctree
 
 log = logging.getLogger("zodex.gateway")
 
@@ -68,6 +68,7 @@ class Supervisor:
         self._abandoned: set[tuple[str, int]] = set()  # ended by us: not crashes
         self._health_failures: dict[str, int] = {}
         self._health_task: asyncio.Task[None] | None = None
+        self._group_removals: set[asyncio.Future[bool]] = set()
         self.on_new_worker: Callable[[WorkerRecord], Awaitable[None]] | None = None
         self.stopping = False
 
@@ -225,6 +226,13 @@ class Supervisor:
         prefix = str(SessionHandle(record.worker_id, record.incarnation, "")).rstrip("-")
         for orphan in proctree.processes_with_env(f"{proctree.SESSION_MARKER}={prefix}-"):
             proctree.signal_process(orphan, signal.SIGKILL)
+        # Where sessions have cgroups, those hold even what cleared its environment.
+        group = cgroups.worker_group_of(self.layout.root, record.worker_id, record.incarnation)
+        if group is not None and group.path.is_dir():
+            group.kill()
+            removal = asyncio.ensure_future(asyncio.to_thread(group.kill_and_remove))
+            self._group_removals.add(removal)
+            removal.add_done_callback(self._group_removals.discard)
 
     # ---- a removed runtime directory ----------------------------------------------------
 
@@ -308,6 +316,7 @@ class Supervisor:
             self._health_task.cancel()
         records = self._known_records()
         await asyncio.gather(*(self._stop_worker(r) for r in records), return_exceptions=True)
+        await asyncio.gather(*self._group_removals, return_exceptions=True)
         for client in list(self.clients.values()):
             client.close()
         self.clients.clear()

@@ -28,6 +28,7 @@ from zodex_protocol.layout import RuntimeLayout, WorkerRecord
 from zodex_protocol.limits import Limits
 from zodex_protocol.version import PROTOCOL_VERSION
 from zodex_worker import proctree
+from zodex_worker.cgroups import SessionGroups
 from zodex_worker.lifecycle import IdleTimer, watch_runtime_owner
 from zodex_worker.output.spill import remove_stale_spill_files
 from zodex_worker.reaper import Reaper, become_subreaper
@@ -73,6 +74,7 @@ async def run(args: argparse.Namespace) -> int:
 
     become_subreaper()
     reaper = Reaper(loop)
+    cgroups = SessionGroups.open(layout.root, args.worker_id, args.incarnation)
     config = WorkerConfig(
         worker_id=args.worker_id,
         incarnation=args.incarnation,
@@ -80,6 +82,7 @@ async def run(args: argparse.Namespace) -> int:
         spill_dir=args.spill_dir,
         shell=json.loads(args.shell),
         limits=limits,
+        cgroups=cgroups,
     )
     publisher = EventPublisher(pub, codec)
     loop.add_reader(pub_fd, publisher.read_subscriptions)
@@ -120,6 +123,8 @@ async def run(args: argparse.Namespace) -> int:
     else:
         await asyncio.sleep(0.05)  # let the bye reply leave the socket
     _leave_tombstones(layout.exit_file(args.worker_id, args.incarnation), service)
+    if cgroups is not None:
+        cgroups.close()  # nothing of this worker's outlives it
     for task in (serving, asked, stopped):
         task.cancel()
     reaper.close()

@@ -211,3 +211,9 @@ def live_count(infos: list[ProcInfo]) -> int:
         if now is not None and now.start == info.start and not now.zombie:
             count += 1
     return count
+
+
+def members_of(pids: list[int]) -> list[ProcInfo]:
+    """The live processes among ``pids`` (e.g. a session cgroup's ``cgroup.procs``)."""
+    found = (read_proc(pid) for pid in sorted(set(pids)))
+    return [info for info in found if info is not None and not info.zombie]

@@ -20,8 +20,9 @@ from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle
 from zodex_protocol.limits import Limits
 from zodex_worker import proctree
+from zodex_worker.cgroups import Group, SessionGroups
 from zodex_worker.output import SessionOutput
-from zodex_worker.pty_backend import spawn_terminal
+from zodex_worker.pty_backend import Terminal, spawn_terminal
 from zodex_worker.reaper import Reaper
 from zodex_worker.results import session_result, tombstone_result
 from zodex_worker.session import EventSink, Session
@@ -52,6 +53,7 @@ class WorkerConfig:
     shell: list[str]  # argv prefix; the command line is appended
     limits: Limits = field(default_factory=Limits)
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    cgroups: SessionGroups | None = None  # None: sessions rely on the environment marker
 
 
 class WorkerService:
@@ -176,7 +178,7 @@ class WorkerService:
         env = {**self.config.env, **COMMAND_ENV, "PWD": workdir, proctree.SESSION_MARKER: handle}
         env.pop("OLDPWD", None)
         try:
-            terminal = spawn_terminal([*self.config.shell, cmd], workdir, env)
+            terminal, group = self._spawn_terminal([*self.config.shell, cmd], workdir, env)
         except OSError as exc:
             raise ProtocolError(ErrorCode.SPAWN_FAILED, f"could not start the command: {exc}") from exc
         output = SessionOutput(
@@ -198,6 +200,7 @@ class WorkerService:
             publish=self._publish,
             on_end=lambda _s: self.on_idle_change(),
             other_leaders=self._running_leaders,
+            group=group,
         )
         self.table.add(session)
         self._publish(
@@ -213,6 +216,15 @@ class WorkerService:
         )
         self.on_idle_change()
         return session
+
+    def _spawn_terminal(
+        self, argv: list[str], workdir: str, env: dict[str, str]
+    ) -> tuple[Terminal, Group | None]:
+        """Spawn inside the session's own cgroup when the worker has them
+        (docs/sessions.md#process-groups-and-cgroups)."""
+        if self.config.cgroups is None:
+            return spawn_terminal(argv, workdir, env), None
+        return self.config.cgroups.spawn_in(lambda: spawn_terminal(argv, workdir, env))
 
 
 def _report_eviction(result: dict[str, Any], evicted: Session) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from zodex_protocol.limits import Limits
 from zodex_worker import proctree
+from zodex_worker.cgroups import Group
 from zodex_worker.output import SessionOutput
 from zodex_worker.pty_backend import Terminal
 from zodex_worker.reaper import Reaper
@@ -56,6 +57,7 @@ class Session:
         publish: EventSink,
         on_end: Callable[[Session], None],
         other_leaders: Callable[[], set[int]] = set,
+        group: Group | None = None,
     ) -> None:
         self.handle = handle
         self.cmd = cmd
@@ -73,6 +75,9 @@ class Session:
         self._publish = publish
         self._on_end = on_end
         self.other_leaders = other_leaders
+        # The session's cgroup, when it has one: the kernel's list of every process the
+        # command started, marker or not (docs/sessions.md#process-groups-and-cgroups).
+        self.group = group
         self._reaper = reaper
         self._leader_status: int | None = None
         self._eof = False
@@ -284,9 +289,13 @@ class Session:
     # ---- termination -------------------------------------------------------------------
 
     def _may_have_members(self) -> bool:
+        if self.group is not None:
+            return self.group.populated()
         return proctree.may_have_members(self.pid, self.other_leaders())
 
     def _find_members(self) -> list[proctree.ProcInfo]:
+        if self.group is not None:
+            return proctree.members_of(self.group.procs())
         return proctree.session_members(self.pid, self.pid_start, self.handle)
 
     def _timed_out(self) -> None:
@@ -321,8 +330,18 @@ class Session:
         self._timeout.cancel()
         if self.ending is not None and self.ending.background:
             self.ending.background = len(self._alive_members())
+        if self.group is not None and not self.running:
+            self.group.remove()  # only if empty; a removed group reads as empty
 
     def _signal_all(self, sig: int) -> None:
+        if self.group is not None:
+            if sig == signal.SIGKILL:
+                self.group.kill()  # one write, and nothing forked meanwhile is missed
+            else:
+                self.group.signal(sig)
+                if sig == signal.SIGTERM:
+                    self.group.signal(signal.SIGCONT)  # stopped jobs must see TERM
+            return
         if self._leader_status is None:
             # The leader is not reaped yet, so its pid (the group id) cannot be reused.
             proctree.signal_group(self.pid, sig)
@@ -335,6 +354,9 @@ class Session:
                 proctree.signal_process(member, signal.SIGCONT)  # stopped jobs must see TERM
 
     def _alive_members(self) -> list[proctree.ProcInfo]:
+        if self.group is not None:
+            self._members = self._find_members()
+            return self._members
         alive = [m for m in self._members if proctree.live_count([m])]
         fresh = self._find_members()
         seen = {(m.pid, m.start) for m in alive}
@@ -365,3 +387,5 @@ class Session:
             self._loop.remove_reader(self.terminal.fd)
         self.terminal.close()
         self.output.close()
+        if self.group is not None:
+            self.group.remove()  # only if empty: left-behind jobs being killed keep it

@@ -107,6 +107,7 @@ _LIMIT_KEYS = (  # name, kind, Limits field, description
     ("limits.max-patch-chars", "int", "max_patch_chars", "longest apply_patch input accepted"),
 )
 _OTHER_KEYS = (  # name, kind, default, description
+    ("session.cgroups", "switch", True, "each command in its own cgroup where the machine allows"),
     ("history.max-age", "duration", 60 * _DAY_MS, "history older than this is removed"),
     ("history.max-size", "size", 500 * 1024**2, "history is trimmed to this size"),
     ("tunnel.id", "string", None, "tunnel identifier, for the tunnel command"),

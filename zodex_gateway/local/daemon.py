@@ -67,7 +67,9 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
     paths.create()
     _setup_logging(paths)
     config = LocalConfig.load(config_path())
-    runtime = Runtime.create(state_dir=paths.state, limits=config.limits())
+    runtime = Runtime.create(
+        state_dir=paths.state, limits=config.limits(), use_cgroups=config.get("session.cgroups") is not False
+    )
     os.environ[RUNTIME_ENV] = runtime.runtime_id
     try:
         token = write_secret(paths.token)  # a new MCP token at every start

@@ -23,7 +23,7 @@ from zodex_gateway.local.discovery import Discovery, read_owned
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.tunnel import kill_tunnel_group
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
-from zodex_worker import proctree
+from zodex_worker import cgroups, proctree
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
@@ -186,7 +186,8 @@ def clean_up_after_crash(paths: LocalPaths) -> None:
     """Kill whatever a dead runtime owned — tunnel, workers, commands — and unpublish it.
 
     Every pid is checked against the start time recorded for it, so a reused pid is never
-    signalled. Commands are recognised by the runtime id in their environment.
+    signalled. Commands are recognised by the runtime's cgroup (named in its runtime
+    directory) and by the runtime id in their environment.
     """
     discovery = Discovery.read(paths.discovery)
     if discovery is not None and runtime_alive(discovery):
@@ -204,6 +205,8 @@ def clean_up_after_crash(paths: LocalPaths) -> None:
         # Runtime ids have one length, so this prefix names exactly this runtime.
         for leftover in proctree.processes_with_env(f"{RUNTIME_ENV}={discovery.runtime_id}"):
             proctree.signal_process(leftover, signal.SIGKILL)
+        # Its session cgroups hold even commands that cleared their environment.
+        cgroups.kill_runtime(layout.root)
         with contextlib.suppress(OSError):
             shutil.rmtree(layout.root)
     paths.discovery.unlink(missing_ok=True)
