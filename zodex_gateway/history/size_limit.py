@@ -6,8 +6,8 @@ Size is what the files take: the database plus its WAL. After every write the st
 output capture's thread (so a flood of output overshoots by at most one batch), and on
 this module's own thread for writes made on the event loop. A trim checkpoints and
 truncates the WAL, gives freed pages back (incremental vacuum), and deletes the oldest
-invocations, a few at a time, until the file is back under the limit with a little room
-(:data:`HEADROOM_BYTES`), so that the next write does not trim again at once.
+invocations, a few at a time, until the file is back under the limit with some room
+(:data:`HEADROOM_BYTES`), so that the next writes do not trim again at once.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from zodex_gateway.history.records import HistoryUnavailable
 
 log = logging.getLogger("zodex.gateway")
 
-HEADROOM_BYTES: Final = 256 * 1024  # one output batch of the capture
+# A trim goes this far under the limit (or an eighth of it, if less), so that a flood of
+# output near the limit trims once per few megabytes, not after every batch.
+HEADROOM_BYTES: Final = 4 * 1024 * 1024
 LOG_EVERY_S: Final = 60.0  # trims under a steady flood are summed into one line a minute
 
 
