@@ -153,3 +153,26 @@ async def test_the_marker_sweep_when_cgroups_are_off(genv: GatewayEnv, tmp_path:
                 await wait_for(lambda pid=pid: not pid_alive(pid), what=f"{name} ({pid}) to be killed")
     finally:
         reap(pids)
+
+
+async def test_kill_process_ends_what_su_started(
+    genv: GatewayEnv, groups: GroupTracker, tmp_path: Path
+) -> None:
+    """`su -` resets the environment (no marker survives) and runs as another account."""
+    if os.geteuid() != 0:
+        pytest.skip("su to another account without a password needs root")
+    if Path("/run/systemd/system").exists():
+        pytest.skip("with systemd, pam_systemd may move an su session into a logind scope of its own")
+    cmd = "(su - -s /bin/sh nobody -c 'setsid sleep 904 & echo su=$!' 2>/dev/null); echo ready; sleep 300"
+    pids: dict[str, int] = {}
+    try:
+        async with stdio_gateway(genv) as mcp:
+            r = await mcp.exec(cmd, str(tmp_path), yield_time_ms=3000)
+            pids = pids_in(r["output"])
+            assert set(pids) == {"su"} and "ready" in r["output"], r
+            assert "ZODEX_SESSION_HANDLE" not in Path(f"/proc/{pids['su']}/environ").read_bytes().decode()
+            await mcp.write(r["session_handle"], kill_process=True)
+            await wait_for(lambda: not pid_alive(pids["su"]), what="the su escapee to be killed")
+            groups.track(runtime_dir(genv))
+    finally:
+        reap(pids)
