@@ -43,7 +43,8 @@ HEALTH_TIMEOUT_S = 3.0
 # Liveness is an event (pidfd); health — a worker that is alive but no longer answers — can
 # only be probed, every ``limits.health_interval_ms``, through the real request path.
 HEALTH_FAILURES_ALLOWED = 2
-SHUTDOWN_WAIT_S = 8.0  # the worker's own kill grace (5 s) plus margin, inside the 10 s of docs/config.md#fixed-numbers
+# The worker's own kill grace (5 s) plus margin, inside the 10 s of docs/config.md#fixed-numbers.
+SHUTDOWN_WAIT_S = 8.0
 
 
 def lost_message(handle: str, workdir: str) -> str:
