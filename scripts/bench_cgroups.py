@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zodex_worker import cgroups
+from zodex_system import cgroups
 from zodex_worker.pty_backend import spawn_terminal
 
 

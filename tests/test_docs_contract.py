@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 
-from zodex_gateway.local.config import KEYS
+from zodex_gateway.config.settings import KEYS
 from zodex_protocol.limits import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,7 +135,7 @@ def test_every_limit_the_code_enforces_has_a_documented_key() -> None:
 
 
 def test_documented_defaults_match_the_code() -> None:
-    from zodex_gateway.local.config import format_value
+    from zodex_gateway.config.settings import format_value
 
     text = (DOCS / "config.md").read_text()
     for name, key in KEYS.items():

@@ -9,15 +9,15 @@ from enum import IntEnum
 
 import click
 
+from zodex_gateway.config.settings import LocalConfig, config_path, format_value
+from zodex_gateway.config.units import ConfigError, parse_duration_ms
 from zodex_gateway.history import HistoryStore, clear_history, render
 from zodex_gateway.local import lifecycle
 from zodex_gateway.local.bearer import ensure_bearer, rotate_bearer
 from zodex_gateway.local.client_config import CLIENTS, snippet
-from zodex_gateway.local.config import LocalConfig, config_path, format_value
 from zodex_gateway.local.observer_access import observer_access
 from zodex_gateway.local.paths import LocalPaths
-from zodex_gateway.local.units import ConfigError, parse_duration_ms
-from zodex_gateway.private_dirs import UnsafeDirectory
+from zodex_system.private_dirs import UnsafeDirectory
 
 
 class Exit(IntEnum):
@@ -282,11 +282,11 @@ def watch(no_open: bool, tui: bool, agent_id: str | None, show_all: bool) -> Non
         _fail(str(exc))
         return
     if tui:
-        from zodex_gateway.tui import run_tui
+        from zodex_gateway.viewers.tui import run_tui
 
         sys.exit(run_tui(access, agent_id=agent_id, show_all=show_all))
-    from zodex_gateway.listener_limits import ListenerLimits
-    from zodex_gateway.watch import run_watch
+    from zodex_gateway.viewers.watch import run_watch
+    from zodex_gateway.web.listener_limits import ListenerLimits
 
     try:
         limits = ListenerLimits.from_config(LocalConfig.load(config_path()).get)

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import click
 
-from zodex_gateway.http_app import load_or_create_token
-from zodex_gateway.private_dirs import UnsafeDirectory
-from zodex_gateway.redaction import SECRETS, watch_local_secrets
-from zodex_gateway.runtime import Runtime
-from zodex_gateway.serving import http_transport, listen, serve_until_stopped, stdio_transport
+from zodex_gateway.fleet.runtime import Runtime
+from zodex_gateway.local.paths import LocalPaths
+from zodex_gateway.mcp.http_guard import load_or_create_token
+from zodex_gateway.redaction import SECRETS, watch_secret_files
+from zodex_gateway.serve.transports import http_transport, listen, serve_until_stopped, stdio_transport
 from zodex_protocol.limits import Limits
+from zodex_system.private_dirs import UnsafeDirectory
 
 
 def _limits_from_env() -> Limits:
@@ -35,7 +36,7 @@ def _open_runtime(runtime_dir: Path | None, state_dir: Path | None) -> Runtime:
             runtime = Runtime.create(state_dir=state_dir, limits=limits)
         except UnsafeDirectory as exc:
             raise click.ClickException(str(exc)) from None
-    watch_local_secrets(runtime.state_dir)  # this gateway writes Local's history
+    watch_secret_files(LocalPaths(runtime.state_dir).secret_files)  # it writes Local's history
     return runtime
 
 

@@ -236,11 +236,8 @@ class RedactingFormatter(logging.Formatter):
 SECRETS: Final = SecretRegistry()
 
 
-def watch_local_secrets(state_dir: Path, registry: SecretRegistry = SECRETS) -> None:
-    """Local's MCP token and observer bearer, whose viewers read the history kept under
-    ``state_dir``: every gateway writing that history redacts them, whoever started it."""
-    from zodex_gateway.local.paths import LocalPaths
-
-    paths = LocalPaths(state_dir)
-    registry.watch_file(paths.token)
-    registry.watch_file(paths.observer_bearer)
+def watch_secret_files(paths: Iterable[Path], registry: SecretRegistry = SECRETS) -> None:
+    """Secrets kept in files (Local's MCP token and observer bearer, whose viewers read the
+    history this process writes): redacted whoever wrote them, and followed when they change."""
+    for path in paths:
+        registry.watch_file(path)

@@ -58,6 +58,9 @@ class ExecRequest(TypedDict):
 
 EXEC_TAG = "_tag"
 MAX_TAG_CHARS = 64
+# Wire-only, in an exec reply for a command that already ended (so the reply has no
+# session_handle): the handle of the session it ran in. The gateway strips it.
+SESSION_KEY = "_session"
 
 
 class WriteRequest(TypedDict):

@@ -27,8 +27,8 @@ from zodex_protocol.envelope import WireCodec, read_key_file
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
 from zodex_protocol.limits import Limits
 from zodex_protocol.version import PROTOCOL_VERSION
-from zodex_worker import proctree
-from zodex_worker.cgroups import SessionGroups
+from zodex_system import proctree
+from zodex_system.cgroups import SessionGroups
 from zodex_worker.lifecycle import IdleTimer, watch_runtime_owner
 from zodex_worker.output.spill import remove_stale_spill_files
 from zodex_worker.reaper import Reaper, become_subreaper

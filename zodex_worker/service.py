@@ -19,17 +19,16 @@ from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle
 from zodex_protocol.limits import Limits
-from zodex_worker import proctree
-from zodex_worker.cgroups import Group, SessionGroups
+from zodex_protocol.validation import check_exec_args, check_patch_args, check_write_args
+from zodex_system import proctree
+from zodex_system.cgroups import Group, SessionGroups
 from zodex_worker.output import SessionOutput
 from zodex_worker.pty_backend import Terminal, spawn_terminal
 from zodex_worker.reaper import Reaper
 from zodex_worker.results import session_result, tombstone_result
 from zodex_worker.session import EventSink, Session
 from zodex_worker.sessions import SessionTable, Tombstone
-from zodex_worker.validation import check_exec_args, check_patch_args, check_write_args
 
-SESSION_KEY = "_session"  # in an exec reply for a command that already ended: its handle
 EVICTED_CMD_CHARS = 200  # an evicted session's command, as reported, is cut to this
 
 # docs/modes.md#environment-of-a-command: every command's environment gets these, whatever the mode.
@@ -93,7 +92,7 @@ class WorkerService:
             else:
                 # Wire-only (the gateway strips it): history links the exited session's
                 # output and lifecycle to this call, though the model never needs the handle.
-                result[SESSION_KEY] = session.handle
+                result[messages.SESSION_KEY] = session.handle
             if not session.running and session.ending is not None and not session.ending.background:
                 # Nobody holds this handle; a session that left jobs behind stays so its
                 # timeout (or the runtime's stop) can still end them.

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from zodex_protocol.limits import Limits
-from zodex_worker import proctree
-from zodex_worker.cgroups import Group
+from zodex_system import proctree
+from zodex_system.cgroups import Group
 from zodex_worker.output import SessionOutput
 from zodex_worker.pty_backend import Terminal
 from zodex_worker.reaper import Reaper

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from zodex_gateway.alias import clean_alias
+from zodex_gateway.agents.alias import clean_alias
 from zodex_protocol.errors import ProtocolError
 
 SUBDIVISION_FLAG = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"  # Scotland

@@ -8,9 +8,9 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
-from zodex_gateway.dispatcher import InProcessDispatcher
+from tests.support.in_process import InProcessDispatcher
 from zodex_gateway.history import HistoryStore
-from zodex_gateway.mcp_server import LocalFeatures, ToolHandlers
+from zodex_gateway.mcp.server import LocalFeatures, ToolHandlers
 from zodex_protocol.limits import Limits
 
 pytestmark = pytest.mark.timeout(30)

@@ -14,8 +14,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.support.gateway import wait_for
-from zodex_gateway.http_app import LARGE_BODY, GuardedMcpApp, load_or_create_token
-from zodex_gateway.mcp_server import build_server
+from zodex_gateway.mcp.http_guard import LARGE_BODY, GuardedMcpApp, load_or_create_token
+from zodex_gateway.mcp.server import build_server
 
 TOKEN = "t0k3n" * 12 + "abcd"  # 64 characters
 PORT = 8123

@@ -16,7 +16,7 @@ from tests.gateway.test_http_guard import ACCEPT, INIT, TOKEN, make_app
 from zodex_gateway.history import HistoryStore
 from zodex_gateway.local.observer_access import ObserverAccess
 from zodex_gateway.observer import create_observer_app
-from zodex_gateway.watch import ObserverProxy, create_watch_app
+from zodex_gateway.viewers.watch import ObserverProxy, create_watch_app
 
 PORT = 8123
 BASE = f"http://127.0.0.1:{PORT}"

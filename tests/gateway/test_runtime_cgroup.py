@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.cgroups import kill_and_remove, require_cgroups
-from zodex_gateway.runtime import Runtime
-from zodex_worker import cgroups
+from zodex_gateway.fleet.runtime import Runtime
+from zodex_system import cgroups
 
 
 def test_the_runtime_group_is_recorded_restored_and_removed(

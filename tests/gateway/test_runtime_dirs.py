@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from zodex_gateway.runtime_dirs import (
+from zodex_gateway.fleet.runtime_dirs import (
     UNMARKED_GRACE_S,
     hold_lock,
     holds,
@@ -19,7 +19,7 @@ from zodex_gateway.runtime_dirs import (
     write_owner_file,
 )
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
-from zodex_worker import proctree
+from zodex_system import proctree
 
 
 def make_runtime(base: Path, name: str, *, owner_pid: int | None = None) -> RuntimeLayout:

@@ -14,8 +14,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from zodex_gateway.dispatcher import InProcessDispatcher
-from zodex_gateway.mcp_server import ToolHandlers
+from tests.support.in_process import InProcessDispatcher
+from zodex_gateway.mcp.server import ToolHandlers
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.limits import Limits
 

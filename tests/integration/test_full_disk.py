@@ -154,7 +154,7 @@ async def test_every_history_row_is_completed_on_a_full_disk(tmp_path: Path) -> 
 
 
 def test_output_file_error_is_in_the_schema() -> None:
-    from zodex_gateway.tools import SESSION_RESULT
+    from zodex_gateway.mcp.tools import SESSION_RESULT
 
     assert SESSION_RESULT["properties"]["output_file_error"]["type"] == "string"
     assert json.dumps(SESSION_RESULT)

@@ -19,7 +19,7 @@ import pytest
 from tests.support.gateway import Mcp, pid_alive, wait_for
 from tests.support.local import LocalEnv, connected, local_env
 from zodex_gateway.history import HistoryStore
-from zodex_gateway.recorder import UNWRITABLE_REASON
+from zodex_gateway.history.capture import UNWRITABLE_REASON
 
 pytestmark = pytest.mark.timeout(120)
 

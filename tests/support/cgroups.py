@@ -1,7 +1,7 @@
 """Session cgroups in tests: whether this machine allows them, which group a runtime got,
 and removing every group a test made, whatever happened.
 
-Written against the kernel's files, not ``zodex_worker.cgroups``, so a test still runs (and
+Written against the kernel's files, not ``zodex_system.cgroups``, so a test still runs (and
 fails for the right reason) against code that has no cgroups at all.
 """
 

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 
-from zodex_worker import proctree
+from zodex_system import proctree
 from zodex_worker.reaper import become_subreaper
 
 

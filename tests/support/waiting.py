@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from zodex_worker import proctree
+from zodex_system import proctree
 
 T = TypeVar("T")
 

@@ -10,8 +10,8 @@ import pytest
 from tests.support.gateway import wait_for
 from tests.tui.conftest import Served
 from zodex_gateway.local.observer_access import ObserverAccess
-from zodex_gateway.tui import run_tui
-from zodex_gateway.tui.app import WatchApp
+from zodex_gateway.viewers.tui import run_tui
+from zodex_gateway.viewers.tui.app import WatchApp
 
 
 def arriving(served: Served, pid: str, started_ms: int) -> dict[str, Any]:

@@ -13,9 +13,9 @@ import pytest
 from tests.gateway.observer.observer_support import call
 from tests.support.gateway import wait_for
 from tests.tui.conftest import Served
-from zodex_gateway.tui.client import ObserverClient, ObserverError
-from zodex_gateway.tui.live import Connection, Live
-from zodex_gateway.tui.model import Board
+from zodex_gateway.viewers.tui.client import ObserverClient, ObserverError
+from zodex_gateway.viewers.tui.live import Connection, Live
+from zodex_gateway.viewers.tui.model import Board
 
 
 @asynccontextmanager

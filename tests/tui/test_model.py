@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from zodex_gateway.tui import render
-from zodex_gateway.tui.client import Event, SseParser
-from zodex_gateway.tui.model import OUTPUT_TAIL_CHARS, Board, search_text
+from zodex_gateway.viewers.tui import render
+from zodex_gateway.viewers.tui.client import Event, SseParser
+from zodex_gateway.viewers.tui.model import OUTPUT_TAIL_CHARS, Board, search_text
 
 
 def command(

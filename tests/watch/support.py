@@ -19,7 +19,7 @@ from tests.gateway.observer.observer_support import RUNTIME_ID
 from tests.support.waiting import wait_until
 from zodex_gateway.local.observer_access import ObserverAccess
 from zodex_gateway.observer.hub import EventHub
-from zodex_gateway.watch import WatchHost
+from zodex_gateway.viewers.watch import WatchHost
 
 LIVEBOARD_LINE = re.compile(r"Liveboard: (http://127\.0\.0\.1:(\d+)/([A-Za-z0-9_-]{32,})/)")
 

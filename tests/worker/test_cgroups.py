@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.cgroups import require_cgroups
 from tests.support.gateway import pid_alive
-from zodex_worker import cgroups
+from zodex_system import cgroups
 
 MOUNTS = (
     "tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0\n"

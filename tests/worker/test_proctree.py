@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.waiting import wait_for_value
-from zodex_worker import proctree
+from zodex_system import proctree
 
 pytestmark = [
     pytest.mark.timeout(30),

@@ -10,7 +10,7 @@ import pytest
 
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.limits import Limits
-from zodex_worker.validation import check_exec_args, check_patch_args, check_workdir, check_write_args
+from zodex_protocol.validation import check_exec_args, check_patch_args, check_workdir, check_write_args
 
 LIMITS = Limits(max_cmd_chars=10, max_chars_chars=5, max_patch_chars=8)
 

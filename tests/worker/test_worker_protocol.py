@@ -17,7 +17,7 @@ from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode
 from zodex_protocol.version import PROTOCOL_VERSION
-from zodex_worker import proctree
+from zodex_system import proctree
 
 pytestmark = pytest.mark.timeout(60)
 

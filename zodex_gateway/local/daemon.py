@@ -18,18 +18,24 @@ import signal
 import sys
 import time
 
-from zodex_gateway.listener_limits import ListenerLimits
+from zodex_gateway.config.settings import LocalConfig, config_path
+from zodex_gateway.fleet.runtime import Runtime, default_shell
 from zodex_gateway.local.bearer import ensure_bearer, write_secret
-from zodex_gateway.local.config import LocalConfig, config_path
 from zodex_gateway.local.discovery import Discovery, OwnedProcess, iso, write_owned
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.tunnel import start_tunnel, stop_tunnel
 from zodex_gateway.observer import file_bearer
 from zodex_gateway.observer.views import API_VERSION, SCHEMA_VERSION
-from zodex_gateway.redaction import SECRETS, RedactingFormatter, watch_local_secrets
-from zodex_gateway.runtime import Runtime, default_shell
-from zodex_gateway.serving import ObserverServing, base_url, http_transport, listen, serve_until_stopped
-from zodex_worker import proctree
+from zodex_gateway.redaction import SECRETS, RedactingFormatter, watch_secret_files
+from zodex_gateway.serve.transports import (
+    ObserverServing,
+    base_url,
+    http_transport,
+    listen,
+    serve_until_stopped,
+)
+from zodex_gateway.web.listener_limits import ListenerLimits
+from zodex_system import proctree
 
 log = logging.getLogger("zodex.local")
 
@@ -48,7 +54,7 @@ class _StderrFollowingHandler(logging.handlers.RotatingFileHandler):
 
 
 def _setup_logging(paths: LocalPaths) -> None:
-    watch_local_secrets(paths.state)  # the log never holds the token or the bearer
+    watch_secret_files(paths.secret_files)  # the log never holds the token or the bearer
     handler = _StderrFollowingHandler(paths.log_file, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS)
     handler.setFormatter(RedactingFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", SECRETS))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)

@@ -23,7 +23,7 @@ from zodex_gateway.local.discovery import Discovery, read_owned
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.tunnel import kill_tunnel_group
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
-from zodex_worker import cgroups, proctree
+from zodex_system import cgroups, proctree
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from zodex_gateway.local.config import config_path
-from zodex_gateway.private_dirs import check_tree, make_private_dirs, runtime_base
+from zodex_gateway.config.settings import config_path
+from zodex_system.private_dirs import check_tree, make_private_dirs, runtime_base
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,11 @@ class LocalPaths:
     def observer_bearer(self) -> Path:
         """The observer API's bearer secret; kept across restarts, replaced on rotation."""
         return self.runtime / "observer-bearer"
+
+    @property
+    def secret_files(self) -> tuple[Path, Path]:
+        """The text secrets kept here, which nothing stored or shown to viewers may hold."""
+        return (self.token, self.observer_bearer)
 
     @property
     def owned(self) -> Path:

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from zodex_worker import proctree
+from zodex_system import proctree
 
 log = logging.getLogger("zodex.tunnel")
 

@@ -4,7 +4,7 @@ event hub, behind a bearer (docs/observer.md).
 It is read-only but for one route, an agent's alias (Liveboard's editor). One ASGI guard
 wraps everything: it answers a Host that is not this listener's loopback address with 421
 and a missing or wrong bearer with 401 (the rules every listener shares, in
-:mod:`zodex_gateway.http_access`), OPTIONS and every other non-GET with 405, turns any
+:mod:`zodex_gateway.web.http_access`), OPTIONS and every other non-GET with 405, turns any
 unexpected failure into a JSON 500, and puts ``Cache-Control: no-store`` on every
 response. No CORS headers are ever sent, so a browser page of another origin can neither
 read nor preflight the API.
@@ -25,8 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from zodex_gateway import http_access
-from zodex_gateway.alias import clean_alias
+from zodex_gateway.agents.alias import clean_alias
 from zodex_gateway.history import AgentRecord, HistoryStore, HistoryUnavailable, Invocation
 from zodex_gateway.observer import timeline
 from zodex_gateway.observer.hub import KEEPALIVE_S, EventFilter, EventHub, Subscription
@@ -50,8 +49,9 @@ from zodex_gateway.observer.views import (
     invocation_summary,
     iso_utc,
 )
+from zodex_gateway.web import http_access
 from zodex_protocol.errors import ProtocolError
-from zodex_worker.output import TerminalCleaner
+from zodex_system.terminal_text import TerminalCleaner
 
 log = logging.getLogger("zodex.gateway")
 

@@ -23,7 +23,7 @@ from zodex_gateway.observer.timeline import TimelineReader, to_json
 from zodex_gateway.observer.views import agent_entry, invocation_summary
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope
-from zodex_worker.output import TerminalCleaner
+from zodex_system.terminal_text import TerminalCleaner
 
 log = logging.getLogger("zodex.gateway")
 

@@ -18,7 +18,7 @@ from typing import Any, Final
 from zodex_gateway.history import ERROR, OK, PENDING, HistoryStore, Invocation
 from zodex_gateway.history.render import summary
 from zodex_gateway.observer.views import file_entry, is_running, iso_utc
-from zodex_worker.output import TerminalCleaner
+from zodex_system.terminal_text import TerminalCleaner
 
 OUTPUT_TAIL_CHARS: Final = 4000
 # Raw characters cleaned to find the tail: escapes and overwritten lines shrink the text.

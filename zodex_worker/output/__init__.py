@@ -5,7 +5,7 @@
 - :mod:`.stream` — one session's output: deltas, tail previews, spill, bounded memory.
 """
 
-from zodex_worker.output.cleaner import TerminalCleaner
+from zodex_system.terminal_text import TerminalCleaner
 from zodex_worker.output.spill import SpillFile, remove_stale_spill_files
 from zodex_worker.output.stream import SessionOutput
 

@@ -14,7 +14,7 @@ import codecs
 from pathlib import Path
 from typing import Final
 
-from zodex_worker.output.cleaner import TerminalCleaner
+from zodex_system.terminal_text import TerminalCleaner
 from zodex_worker.output.spill import DEFAULT_FILE_CAP_BYTES, SPILL_SUFFIX, SpillFile
 
 __all__ = ["DEFAULT_INLINE_LIMIT", "DEFAULT_PREVIEW_CHARS", "SessionOutput"]

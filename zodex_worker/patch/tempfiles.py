@@ -18,7 +18,7 @@ import re
 import secrets
 from collections.abc import Iterator
 
-from zodex_worker import proctree
+from zodex_system import proctree
 
 SUFFIX = ".zodex-tmp"
 _MAX_STEM = 80  # keeps the temporary name under NAME_MAX even for long file names

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zodex_gateway.local.config import (
+from zodex_gateway.config.settings import (
     KEYS,
     KINDS,
     ConfigError,
@@ -22,7 +22,7 @@ from zodex_gateway.local.config import (
     parse_duration_ms,
     parse_size_bytes,
 )
-from zodex_gateway.local.units import toml_string
+from zodex_gateway.config.units import toml_string
 from zodex_protocol.limits import Limits
 
 MIB = 1024 * 1024

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zodex_worker.output.cleaner import TerminalCleaner
+from zodex_system.terminal_text import TerminalCleaner
 
 
 def clean(*chunks: str, **kwargs: int) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zodex_worker.output.cleaner import TerminalCleaner
+from zodex_system.terminal_text import TerminalCleaner
 from zodex_worker.output.stream import SessionOutput
 
 # Fragments that make up escape sequences and line control, so that random text is full of

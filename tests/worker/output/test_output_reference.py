@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zodex_worker.output.cleaner import TerminalCleaner
+from zodex_system.terminal_text import TerminalCleaner
 
 ESC = "\x1b"
 BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}

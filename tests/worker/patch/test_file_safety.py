@@ -24,7 +24,7 @@ from tests.support.second_user import (
     second_user_ids,
     second_user_python,
 )
-from zodex_worker import proctree
+from zodex_system import proctree
 from zodex_worker.patch import apply_patch
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]

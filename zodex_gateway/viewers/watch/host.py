@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from zodex_gateway import descriptor_limit
-from zodex_gateway.listener_limits import ListenerLimits, SlowClients, web_server
-from zodex_gateway.liveboard import STATIC_DIR
-from zodex_gateway.watch.app import create_watch_app
-from zodex_gateway.watch.proxy import AccessSource, ObserverProxy
+from zodex_gateway.viewers.liveboard import STATIC_DIR
+from zodex_gateway.viewers.watch.app import create_watch_app
+from zodex_gateway.viewers.watch.proxy import AccessSource, ObserverProxy
+from zodex_gateway.web.listener_limits import ListenerLimits, SlowClients, web_server
+from zodex_system import descriptor_limit
 
 LOOPBACK: Final = "127.0.0.1"
 SECRET_BYTES: Final = 24  # 32 URL-safe characters
@@ -33,7 +33,7 @@ class WatchHost:
     ) -> None:
         self._limits = limits or ListenerLimits()
         self.secret = secrets.token_urlsafe(SECRET_BYTES)
-        # IPPROTO_TCP: asyncio then sets TCP_NODELAY (see zodex_gateway.serving.listen).
+        # IPPROTO_TCP: asyncio then sets TCP_NODELAY (see zodex_gateway.serve.transports.listen).
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         try:
             self._sock.bind((LOOPBACK, 0))

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from zodex_gateway.tui.client import Event
+from zodex_gateway.viewers.tui.client import Event
 
 OUTPUT_TAIL_CHARS: Final = 4000  # what the observer keeps in a record's output_tail
 

@@ -8,7 +8,7 @@ most ``max_pending`` of them across its listeners: a new one closes the oldest. 
 also kept to a quarter of the process's descriptor limit, so waiting connections can never
 starve the descriptors a tool call needs (PTYs, spill files, sockets to workers). At start a
 listening process raises its soft ``RLIMIT_NOFILE`` to the hard limit
-(:mod:`zodex_gateway.descriptor_limit`).
+(:mod:`zodex_system.descriptor_limit`).
 
 A connection whose request is being served is never closed here: a client that finished its
 headers is in the application's hands (which checks its token before reading anything large).

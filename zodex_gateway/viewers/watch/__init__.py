@@ -5,8 +5,8 @@ capability URL); the host adds the observer's bearer to an allowlist of requests
 never hands it to the browser. See docs/observer.md.
 """
 
-from zodex_gateway.watch.app import create_watch_app
-from zodex_gateway.watch.host import WatchHost, run_watch
-from zodex_gateway.watch.proxy import ObserverProxy, ObserverUnavailable
+from zodex_gateway.viewers.watch.app import create_watch_app
+from zodex_gateway.viewers.watch.host import WatchHost, run_watch
+from zodex_gateway.viewers.watch.proxy import ObserverProxy, ObserverUnavailable
 
 __all__ = ["ObserverProxy", "ObserverUnavailable", "WatchHost", "create_watch_app", "run_watch"]

@@ -1,7 +1,7 @@
 """The watch host's HTTP app: Liveboard and an allowlisted proxy, behind a capability URL.
 
 A guard runs before any route: a ``Host`` header that is not the bound loopback address
-is a 421 (DNS rebinding; the rule every listener shares, :mod:`zodex_gateway.http_access`),
+is a 421 (DNS rebinding; the rule every listener shares, :mod:`zodex_gateway.web.http_access`),
 a first path segment that is not the per-run secret (compared in constant time) is a 404,
 and so is any method but GET and PUT; a PUT from another page's origin is a 403. Under
 ``/<secret>/`` the routes are Liveboard's files, the observer's read routes and its one
@@ -28,9 +28,9 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from zodex_gateway import http_access
-from zodex_gateway.liveboard import STATIC_DIR
-from zodex_gateway.watch.proxy import ObserverProxy, ObserverUnavailable
+from zodex_gateway.viewers.liveboard import STATIC_DIR
+from zodex_gateway.viewers.watch.proxy import ObserverProxy, ObserverUnavailable
+from zodex_gateway.web import http_access
 
 SCHEMA_VERSION: Final = 1
 MAX_ALIAS_BODY: Final = 4096

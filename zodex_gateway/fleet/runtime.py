@@ -16,13 +16,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zodex_gateway.private_dirs import UnsafeDirectory, make_private_dirs, runtime_base
-from zodex_gateway.runtime_dirs import hold_lock, holds, remove_abandoned_runtimes, write_owner_file
+from zodex_gateway.fleet.runtime_dirs import hold_lock, holds, remove_abandoned_runtimes, write_owner_file
 from zodex_protocol.envelope import create_key_file, read_key_file
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.layout import RuntimeLayout, default_runtime_root
 from zodex_protocol.limits import Limits
-from zodex_worker import cgroups
+from zodex_system import cgroups
+from zodex_system.private_dirs import UnsafeDirectory, make_private_dirs, runtime_base
 
 
 def default_state_dir() -> Path:

@@ -21,11 +21,11 @@ from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from zodex_gateway.tui import render
-from zodex_gateway.tui.client import ObserverClient, ObserverError
-from zodex_gateway.tui.live import Connection, Live
-from zodex_gateway.tui.model import Board, Record
-from zodex_gateway.tui.widgets import ListPane, RawScreen
+from zodex_gateway.viewers.tui import render
+from zodex_gateway.viewers.tui.client import ObserverClient, ObserverError
+from zodex_gateway.viewers.tui.live import Connection, Live
+from zodex_gateway.viewers.tui.model import Board, Record
+from zodex_gateway.viewers.tui.widgets import ListPane, RawScreen
 
 if TYPE_CHECKING:
     # Only a type here: the viewer gets the access object from its caller.

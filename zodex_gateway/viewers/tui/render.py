@@ -11,7 +11,7 @@ from typing import Any, Final
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
-from zodex_gateway.tui.model import Agent, Record
+from zodex_gateway.viewers.tui.model import Agent, Record
 
 EXPANDED_OUTPUT_LINES: Final = 40
 EXPANDED_DIFF_ROWS: Final = 200

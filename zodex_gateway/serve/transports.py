@@ -13,15 +13,15 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from zodex_gateway import descriptor_limit
-from zodex_gateway.dispatcher import ZmqDispatcher
-from zodex_gateway.http_app import GuardedMcpApp
-from zodex_gateway.jsonrpc_input import AnsweringReadStream
-from zodex_gateway.listener_limits import ListenerLimits, SlowClients, web_server
-from zodex_gateway.local_features import FeatureOptions, open_features
-from zodex_gateway.mcp_server import build_server
-from zodex_gateway.runtime import Runtime
-from zodex_gateway.supervisor import Supervisor
+from zodex_gateway.fleet.dispatcher import ZmqDispatcher
+from zodex_gateway.fleet.runtime import Runtime
+from zodex_gateway.fleet.supervisor import Supervisor
+from zodex_gateway.mcp.http_guard import GuardedMcpApp
+from zodex_gateway.mcp.jsonrpc_input import AnsweringReadStream
+from zodex_gateway.mcp.server import build_server
+from zodex_gateway.serve.features import FeatureOptions, open_features
+from zodex_gateway.web.listener_limits import ListenerLimits, SlowClients, web_server
+from zodex_system import descriptor_limit
 
 log = logging.getLogger("zodex.gateway")
 

@@ -3,7 +3,7 @@
 Before the MCP app sees a request: the Host header must name the loopback address we
 listen on (a DNS-rebinding defence), then the token must match — from
 ``X-Zodex-Local-Token`` or ``Authorization: Bearer`` — compared in constant time (the rules
-every listener shares are in :mod:`zodex_gateway.http_access`). Then the body is read here,
+every listener shares are in :mod:`zodex_gateway.web.http_access`). Then the body is read here,
 up to ``mcp.max-body`` (docs/modes.md#http-listeners): a larger one is answered 413 with a
 JSON-RPC error naming the limit, and at most two bodies larger than 1 MiB are held at once
 (each from the moment it passes 1 MiB until its response starts), so concurrent large
@@ -23,8 +23,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Message, Receive, Scope, Send
 
-from zodex_gateway import http_access, jsonrpc_input
-from zodex_gateway.listener_limits import DEFAULT_MAX_BODY
+from zodex_gateway.mcp import jsonrpc_input
+from zodex_gateway.web import http_access
+from zodex_gateway.web.listener_limits import DEFAULT_MAX_BODY
 
 TOKEN_HEADER = b"x-zodex-local-token"
 LARGE_BODY: Final = 1024 * 1024

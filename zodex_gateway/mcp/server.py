@@ -16,16 +16,15 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
-from zodex_gateway import tools
-from zodex_gateway.alias import clean_alias
+from zodex_gateway.agents.alias import clean_alias
+from zodex_gateway.agents.identity import identity_key
 from zodex_gateway.context import ContextProvider, attach
-from zodex_gateway.dispatcher import Dispatcher
+from zodex_gateway.fleet.dispatcher import Dispatcher
 from zodex_gateway.history import AgentRecord, FileChange, HistoryStore, HistoryUnavailable
-from zodex_gateway.identity import identity_key
+from zodex_gateway.mcp import tools
 from zodex_gateway.redaction import SECRETS, SecretRegistry, SessionResults
 from zodex_protocol import messages
 from zodex_protocol.errors import ProtocolError
-from zodex_worker.service import SESSION_KEY
 
 log = logging.getLogger("zodex.gateway")
 
@@ -187,7 +186,7 @@ class ToolHandlers:
                 result = await self.dispatcher.exec_command(wire)
                 # The session this call created: running (its handle is in the result) or
                 # already ended (the worker names it in a wire-only field, stripped here).
-                created = result.pop(SESSION_KEY, None) or result.get("session_handle")
+                created = result.pop(messages.SESSION_KEY, None) or result.get("session_handle")
                 return Outcome(session_result(result), result, created)
             if name == tools.WRITE_STDIN:
                 result = await self.dispatcher.write_stdin(args)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Final
 
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
-from zodex_worker import proctree
+from zodex_system import proctree
 
 log = logging.getLogger("zodex.gateway")
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from zodex_gateway.tui.client import PAGE_LIMIT, Event, ObserverClient, ObserverError
-from zodex_gateway.tui.model import Board, Paging
+from zodex_gateway.viewers.tui.client import PAGE_LIMIT, Event, ObserverClient, ObserverError
+from zodex_gateway.viewers.tui.model import Board, Paging
 
 if TYPE_CHECKING:
     from zodex_gateway.local.observer_access import ObserverAccess

@@ -24,17 +24,16 @@ import msgpack
 import zmq
 import zmq.asyncio
 
-from zodex_gateway import descriptor_limit
-from zodex_gateway.restart_policy import RestartPolicy
-from zodex_gateway.runtime import Runtime, worker_argv
-from zodex_gateway.worker_client import WorkerClient
+from zodex_gateway.fleet.restart_policy import RestartPolicy
+from zodex_gateway.fleet.runtime import Runtime, worker_argv
+from zodex_gateway.fleet.worker_client import WorkerClient
 from zodex_protocol import messages
 from zodex_protocol.envelope import WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import MAX_INCARNATION, SessionHandle, worker_id_for
 from zodex_protocol.layout import WorkerRecord
 from zodex_protocol.version import PROTOCOL_VERSION
-from zodex_worker import cgroups, proctree
+from zodex_system import cgroups, descriptor_limit, proctree
 
 log = logging.getLogger("zodex.gateway")
 

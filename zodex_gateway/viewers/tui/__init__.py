@@ -28,7 +28,7 @@ def run_tui(access: ObserverAccess, *, agent_id: str | None, show_all: bool) -> 
     # Imported here so that `zodex` commands that never open the viewer do not load Textual.
     from zodex_gateway.local.observer_access import observer_access
     from zodex_gateway.local.paths import LocalPaths
-    from zodex_gateway.tui.app import WatchApp
+    from zodex_gateway.viewers.tui.app import WatchApp
 
     def rediscover() -> ObserverAccess:
         return observer_access(LocalPaths.from_env())

@@ -13,7 +13,7 @@ each worker makes its own inside, and one per session. A dead worker's group is 
 the gateway; the runtime's by its shutdown, ``zodex local stop`` or the clean-up after a
 crashed runtime. Groups are removed once empty. Without a writable cgroup2 hierarchy
 (not root, no delegated user slice) or with ``session.cgroups = off``, sessions fall back to
-the environment-marker sweep of :mod:`zodex_worker.proctree`.
+the environment-marker sweep of :mod:`zodex_system.proctree`.
 
 Placement is race-free without a fork of our own: the worker moves itself into the new
 session's group, spawns (``posix_spawn`` is vfork + exec, so the child is born inside the
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from zodex_worker import proctree
+from zodex_system import proctree
 
 log = logging.getLogger("zodex.cgroups")
 

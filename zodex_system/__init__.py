@@ -1,0 +1,2 @@
+"""What the gateway and the worker both need from the operating system: the process tree,
+session cgroups, private directories, and terminal text cleaning. Imports neither."""
