@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from tests.gateway.viewers.tui.conftest import Served
 from tests.support.gateway import wait_for
-from tests.tui.conftest import Served
 from zodex_gateway.local.observer_access import ObserverAccess
 from zodex_gateway.viewers.tui import run_tui
 from zodex_gateway.viewers.tui.app import WatchApp

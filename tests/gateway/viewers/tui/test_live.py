@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.gateway.observer.observer_support import call
+from tests.gateway.viewers.tui.conftest import Served
 from tests.support.gateway import wait_for
-from tests.tui.conftest import Served
 from zodex_gateway.viewers.tui.client import ObserverClient, ObserverError
 from zodex_gateway.viewers.tui.live import Connection, Live
 from zodex_gateway.viewers.tui.model import Board

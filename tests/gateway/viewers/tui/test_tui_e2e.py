@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from tests.gateway.viewers.tui.pty_screen import ENTER, ESC, PtyScreen
 from tests.support.gateway import Mcp
 from tests.support.local import ZODEX, connected, local_env
-from tests.tui.pty_screen import ENTER, ESC, PtyScreen
 
 pytestmark = pytest.mark.timeout(90)
 

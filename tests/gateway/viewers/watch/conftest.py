@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.gateway.observer.observer_support import BEARER, RUNTIME_ID, T0, Clock, Seeded, seed
-from tests.watch.support import AccessHolder, Observer, RunningHost, running_host, serve_app
+from tests.gateway.viewers.watch.support import AccessHolder, Observer, RunningHost, running_host, serve_app
 from zodex_gateway.history import HistoryStore
 from zodex_gateway.observer import create_observer_app
 from zodex_gateway.observer.hub import EventHub

@@ -13,12 +13,12 @@ from typing import Any
 
 from playwright.async_api import Browser, async_playwright
 
+from tests.gateway.viewers.watch.support import LIVEBOARD_LINE
 from tests.support.gateway import Mcp
 from tests.support.local import ZODEX, LocalEnv
-from tests.watch.support import LIVEBOARD_LINE
 
 CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "liveboard"
+ARTIFACTS = Path(__file__).resolve().parents[4] / "test-artifacts" / "liveboard"
 
 
 @dataclass

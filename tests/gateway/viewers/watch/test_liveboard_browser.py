@@ -13,9 +13,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.async_api import Locator, Page, Response, expect
 
+from tests.gateway.viewers.watch.live_support import ARTIFACTS, Watching, call, chromium, watching
 from tests.support.gateway import wait_for
 from tests.support.local import LocalEnv, connected, local_env, observer_bearer
-from tests.watch.live_support import ARTIFACTS, Watching, call, chromium, watching
 
 pytestmark = pytest.mark.timeout(60)
 

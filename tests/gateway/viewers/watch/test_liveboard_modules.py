@@ -10,8 +10,8 @@ import pytest
 from playwright.async_api import Page, expect
 
 from tests.gateway.observer.observer_support import IDENTITY_KEY_B, Clock, Seeded, call
-from tests.watch.live_support import chromium
-from tests.watch.support import Observer, RunningHost
+from tests.gateway.viewers.watch.live_support import chromium
+from tests.gateway.viewers.watch.support import Observer, RunningHost
 from zodex_gateway.history import HistoryStore
 
 pytestmark = pytest.mark.timeout(60)

@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from tests.gateway.observer.observer_support import BEARER, Seeded
+from tests.gateway.viewers.watch.support import AccessHolder, Observer, RunningHost, running_host, sse_frames
 from tests.support.waiting import wait_until
-from tests.watch.support import AccessHolder, Observer, RunningHost, running_host, sse_frames
 from zodex_gateway.local.lifecycle import LocalError
 from zodex_gateway.local.observer_access import ObserverAccess
 

@@ -10,9 +10,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from tests.gateway.viewers.watch.live_support import call, watching
 from tests.support.local import connected, local_env, observer_bearer
 from tests.support.sse import SseStream
-from tests.watch.live_support import call, watching
 
 pytestmark = pytest.mark.timeout(60)
 
