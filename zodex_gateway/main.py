@@ -16,7 +16,8 @@ from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.mcp.http_guard import load_or_create_token
 from zodex_gateway.redaction import SECRETS, watch_secret_files
-from zodex_gateway.serve.transports import http_transport, listen, serve_until_stopped, stdio_transport
+from zodex_gateway.serve.transports import http_transport, serve_until_stopped, stdio_transport
+from zodex_gateway.web.server import listen
 from zodex_protocol.limits import Limits
 from zodex_system.private_dirs import UnsafeDirectory
 

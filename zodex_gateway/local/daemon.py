@@ -27,14 +27,9 @@ from zodex_gateway.local.tunnel import start_tunnel, stop_tunnel
 from zodex_gateway.observer import file_bearer
 from zodex_gateway.observer.views import API_VERSION, SCHEMA_VERSION
 from zodex_gateway.redaction import SECRETS, RedactingFormatter, watch_secret_files
-from zodex_gateway.serve.transports import (
-    ObserverServing,
-    base_url,
-    http_transport,
-    listen,
-    serve_until_stopped,
-)
+from zodex_gateway.serve.transports import ObserverServing, http_transport, serve_until_stopped
 from zodex_gateway.web.listener_limits import ListenerLimits
+from zodex_gateway.web.server import base_url, listen
 from zodex_system import proctree
 
 log = logging.getLogger("zodex.local")

@@ -3,7 +3,7 @@
 Before the MCP app sees a request: the Host header must name the loopback address we
 listen on (a DNS-rebinding defence), then the token must match — from
 ``X-Zodex-Local-Token`` or ``Authorization: Bearer`` — compared in constant time (the rules
-every listener shares are in :mod:`zodex_gateway.web.http_access`). Then the body is read here,
+every listener shares are in :mod:`zodex_gateway.web.guard`). Then the body is read here,
 up to ``mcp.max-body`` (docs/modes.md#http-listeners): a larger one is answered 413 with a
 JSON-RPC error naming the limit, and at most two bodies larger than 1 MiB are held at once
 (each from the moment it passes 1 MiB until its response starts), so concurrent large
@@ -21,15 +21,17 @@ from typing import Any, Final
 import anyio
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from zodex_gateway.mcp import jsonrpc_input
-from zodex_gateway.web import http_access
+from zodex_gateway.web import guard
 from zodex_gateway.web.listener_limits import DEFAULT_MAX_BODY
 
 TOKEN_HEADER = b"x-zodex-local-token"
 LARGE_BODY: Final = 1024 * 1024
 LARGE_BODIES_AT_ONCE: Final = 2
+ERRORS: Final = guard.JsonErrors()
 
 
 def load_or_create_token(path: Path) -> str:
@@ -47,25 +49,11 @@ def load_or_create_token(path: Path) -> str:
     return token
 
 
-async def _reply(send: Send, status: int, message: str, extra: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
-    body = json.dumps({"error": message}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
 def size_text(size: int) -> str:
     for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if size % factor == 0:
             return f"{size // factor} {unit}"
     return f"{size} bytes"
-
-
-async def _reply_json(send: Send, status: int, message: Any) -> None:
-    body = json.dumps(message).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 class BodyTooLarge(Exception):
@@ -77,7 +65,6 @@ class GuardedMcpApp:
         self, server: Server[Any], token: str, host: str, *, max_body: int = DEFAULT_MAX_BODY
     ) -> None:
         self._token = token
-        self._host = host
         self.max_body = max_body
         self._large_bodies = anyio.Semaphore(LARGE_BODIES_AT_ONCE)
         self._app = server.streamable_http_app(
@@ -88,38 +75,44 @@ class GuardedMcpApp:
             # Our limit is checked first; the SDK's own (4 MiB by default) must not be lower.
             max_request_body_size=max_body,
         )
+        # Host checking is ours: it must know the port the connection came in on.
+        self._guard = guard.ListenerGuard(
+            self._serve, name="MCP", errors=ERRORS, admit=self._admit, extra_hosts=(host,)
+        )
 
     def _token_ok(self, scope: Scope) -> bool:
-        given = http_access.header(scope, TOKEN_HEADER)
+        given = guard.header(scope, TOKEN_HEADER)
         if given is None:
-            given = http_access.bearer(scope)
-        return http_access.secret_matches(given, self._token)
+            given = guard.bearer(scope)
+        return guard.secret_matches(given, self._token)
+
+    def _admit(self, scope: Scope) -> Scope | Response:
+        if scope["path"] not in ("/mcp", "/mcp/"):
+            return ERRORS.response(404, "not found; the MCP endpoint is /mcp")
+        if not self._token_ok(scope):
+            return ERRORS.response(401, "missing or invalid token", {"WWW-Authenticate": "Bearer"})
+        return {**scope, "path": "/mcp", "raw_path": b"/mcp"}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._guard(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        if not http_access.host_allowed(scope, (self._host,)):
-            await _reply(send, 421, http_access.HOST_REFUSED)
-            return
-        if scope["path"] not in ("/mcp", "/mcp/"):
-            await _reply(send, 404, "not found; the MCP endpoint is /mcp")
-            return
-        if not self._token_ok(scope):
-            await _reply(send, 401, "missing or invalid token", [(b"www-authenticate", b"Bearer")])
-            return
-        scope = {**scope, "path": "/mcp", "raw_path": b"/mcp"}
         async with _LargeBodySlot(self._large_bodies) as slot:
             try:
                 body = await self._read_body(scope, receive, slot)
             except BodyTooLarge:
                 limit = f"request body exceeds mcp.max-body ({size_text(self.max_body)})"
-                await _reply_json(send, 413, jsonrpc_input.error(jsonrpc_input.INVALID_REQUEST, limit))
+                error = jsonrpc_input.error(jsonrpc_input.INVALID_REQUEST, limit)
+                await guard.json_response(413, error)(scope, receive, send)
                 return
             if jsonrpc_input.SURROGATE_ESCAPE.search(body):
                 refusal = _unicode_refusal(body)
                 if refusal is not None:
-                    await _reply_json(send, 200 if "result" in refusal else 400, refusal)
+                    reply = guard.json_response(200 if "result" in refusal else 400, refusal)
+                    await reply(scope, receive, send)
                     return
             await self._app(scope, _replay(body, receive), slot.releasing(send))
 
@@ -148,7 +141,7 @@ class GuardedMcpApp:
 
 
 def _content_length(scope: Scope) -> int | None:
-    value = http_access.header(scope, b"content-length")
+    value = guard.header(scope, b"content-length")
     if value is None or not value.strip().isdigit():
         return None  # h11 has already refused a malformed one
     return int(value)

@@ -4,7 +4,7 @@ event hub, behind a bearer (docs/observer.md).
 It is read-only but for one route, an agent's alias (Liveboard's editor). One ASGI guard
 wraps everything: it answers a Host that is not this listener's loopback address with 421
 and a missing or wrong bearer with 401 (the rules every listener shares, in
-:mod:`zodex_gateway.web.http_access`), OPTIONS and every other non-GET with 405, turns any
+:mod:`zodex_gateway.web.guard`), OPTIONS and every other non-GET with 405, turns any
 unexpected failure into a JSON 500, and puts ``Cache-Control: no-store`` on every
 response. No CORS headers are ever sent, so a browser page of another origin can neither
 read nor preflight the API.
@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from zodex_gateway.agents.alias import clean_alias
 from zodex_gateway.history import AgentRecord, HistoryStore, HistoryUnavailable, Invocation
@@ -49,7 +49,7 @@ from zodex_gateway.observer.views import (
     invocation_summary,
     iso_utc,
 )
-from zodex_gateway.web import http_access
+from zodex_gateway.web import guard
 from zodex_protocol.errors import ProtocolError
 from zodex_system.terminal_text import TerminalCleaner
 
@@ -58,55 +58,23 @@ log = logging.getLogger("zodex.gateway")
 OUTPUT_DEFAULT_CHARS = 65536
 OUTPUT_MAX_CHARS = 1024 * 1024
 _NO_STORE = (b"cache-control", b"no-store")
+ERRORS: Final = guard.JsonErrors(schema_version=SCHEMA_VERSION)
 MAX_ALIAS_BODY: Final = 4096
 MAX_MS: Final = 2**53
 
 
-def error_response(status_code: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(
-        {"schema_version": SCHEMA_VERSION, "error": message}, status_code=status_code, headers=headers
-    )
+def _admission(bearer: Callable[[], str]) -> guard.Admit:
+    """The bearer, then the method: GET, or the one write route."""
 
-
-class _Guard:
-    """Host, bearer, method, no-store and last-resort errors, before any route runs."""
-
-    def __init__(self, app: ASGIApp, bearer: Callable[[], str], writable: Callable[[str, str], bool]) -> None:
-        self._app = app
-        self._bearer = bearer
-        self._writable = writable
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-        started = False
-
-        async def send_no_store(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                headers = [h for h in message.get("headers", []) if h[0].lower() != _NO_STORE[0]]
-                message = {**message, "headers": [*headers, _NO_STORE]}
-            await send(message)
-
+    def admit(scope: Scope) -> Scope | Response:
         method = scope["method"]
-        if not http_access.host_allowed(scope):
-            reply: Response = error_response(421, http_access.HOST_REFUSED)
-        elif not http_access.secret_matches(http_access.bearer(scope), self._bearer()):
-            reply = error_response(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
-        elif method != "GET" and not self._writable(method, scope["path"]):
-            reply = error_response(405, f"method {method} is not allowed", {"Allow": "GET"})
-        else:
-            try:
-                await self._app(scope, receive, send_no_store)
-                return
-            except Exception:
-                log.exception("observer request failed: %s", scope.get("path"))
-                if started:
-                    raise
-                reply = error_response(500, "internal error")
-        await reply(scope, receive, send_no_store)
+        if not guard.secret_matches(guard.bearer(scope), bearer()):
+            return ERRORS.response(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+        if method != "GET" and not _alias_route(method, scope["path"]):
+            return ERRORS.response(405, f"method {method} is not allowed", {"Allow": "GET"})
+        return scope
+
+    return admit
 
 
 def _alias_route(method: str, path: str) -> bool:
@@ -361,17 +329,17 @@ class ObserverApi:
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status_code, exc.message)
+    return ERRORS.response(exc.status_code, exc.message)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     message = "not found" if exc.status_code == 404 else str(exc.detail)
-    return error_response(exc.status_code, message)
+    return ERRORS.response(exc.status_code, message)
 
 
 async def _history_error(request: Request, exc: Exception) -> Response:
-    return error_response(503, str(exc))
+    return ERRORS.response(503, str(exc))
 
 
 def create_observer_app(
@@ -422,5 +390,12 @@ def create_observer_app(
             HistoryUnavailable: _history_error,
         },
     )
-    app.add_middleware(_Guard, bearer=bearer, writable=_alias_route)
+    app.add_middleware(
+        guard.ListenerGuard,
+        name="observer",
+        errors=ERRORS,
+        admit=_admission(bearer),
+        always=[_NO_STORE],
+        catch_errors=True,
+    )
     return app

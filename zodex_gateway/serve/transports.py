@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -20,8 +19,8 @@ from zodex_gateway.mcp.http_guard import GuardedMcpApp
 from zodex_gateway.mcp.jsonrpc_input import AnsweringReadStream
 from zodex_gateway.mcp.server import build_server
 from zodex_gateway.serve.features import FeatureOptions, open_features
-from zodex_gateway.web.listener_limits import ListenerLimits, SlowClients, web_server
-from zodex_system import descriptor_limit
+from zodex_gateway.web.listener_limits import ListenerLimits
+from zodex_gateway.web.server import Listeners, base_url
 
 log = logging.getLogger("zodex.gateway")
 
@@ -98,23 +97,6 @@ def stdio_transport(start_directory: str, *, history: bool = True) -> Serve:
     return serve
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """Bind and listen before serving, so the port (possibly 0 → random) is known and
-    connections queue from the first instant."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY only on sockets whose proto says
-    # TCP, and without it a response's headers and body meet Nagle and delayed ACKs (~40 ms).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(128)
-    return sock
-
-
 def mcp_url(sock: socket.socket) -> str:
     return f"{base_url(sock)}/mcp"
 
@@ -127,12 +109,6 @@ class ObserverServing:
     bearer: Callable[[], str]
     runtime_id: str
     started_at: float
-
-
-def base_url(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
-    return f"http://{shown}:{port}"
 
 
 def http_transport(
@@ -151,13 +127,8 @@ def http_transport(
     limits = limits or ListenerLimits()
 
     async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
-        descriptor_limit.raise_to_hard_limit()
         # One budget for both listeners: descriptors are the process's.
-        slow_clients = SlowClients(limits)
-
-        def web(app: Any) -> Any:
-            return web_server(app, slow_clients, lifespan="on", timeout_graceful_shutdown=2)
-
+        listeners = Listeners(limits, lifespan="on", graceful_s=2)
         host = sock.getsockname()[0]
         opened = await open_features(supervisor, FeatureOptions(history=history))
         stop.cleanups.append(opened.close)
@@ -168,7 +139,7 @@ def http_transport(
             local=opened.features,
         )
         app = GuardedMcpApp(server, token, host, max_body=limits.max_body)
-        servers = [(web(app), sock)]
+        listeners.add(app, sock)
         history_store = opened.features.history
         if observer is not None and history_store is not None and opened.hub is not None:
             from zodex_gateway.observer import create_observer_app
@@ -181,21 +152,15 @@ def http_transport(
                 hub=opened.hub,
                 on_alias=opened.feed.agent_updated if opened.feed is not None else None,
             )
-            servers.append((web(observer_app), observer.sock))
+            listeners.add(observer_app, observer.sock)
 
         def graceful() -> None:
             if opened.hub is not None:
                 opened.hub.close()  # event streams never end by themselves
-            for web, _sock in servers:
-                web.should_exit = True
+            listeners.stop()
 
         stop.hook = graceful
         on_listening(mcp_url(sock))
-        try:
-            await asyncio.gather(*(web.serve(sockets=[s]) for web, s in servers))
-        finally:
-            for _web, s in servers:
-                with contextlib.suppress(OSError):
-                    s.close()
+        await listeners.serve()
 
     return serve

@@ -1,2 +1,2 @@
-"""Plumbing every HTTP listener shares: one access rule (Host, bearer) and the limits on
-connections that are slow to send their headers."""
+"""Plumbing every HTTP listener shares: the front door (Host, bearer, JSON errors), serving
+on a listening socket, and the limits on connections that are slow to send their headers."""

@@ -1,8 +1,9 @@
 """Slow clients must not use up a listening process's descriptors (docs/modes.md#http-listeners).
 
-Every HTTP listener (MCP, the observer API, the watch host) runs uvicorn with the protocol
-below. A connection is *waiting for headers* from the moment it is accepted, and again from
-the moment a response on it is complete, until the next request's headers have all arrived.
+Every HTTP listener (MCP, the observer API, the watch host) runs uvicorn
+(:mod:`zodex_gateway.web.server`) with the protocol below. A connection is *waiting for
+headers* from the moment it is accepted, and again from the moment a response on it is
+complete, until the next request's headers have all arrived.
 Such a connection is closed when it has waited ``header_timeout_s``, and a process keeps at
 most ``max_pending`` of them across its listeners: a new one closes the oldest. The cap is
 also kept to a quarter of the process's descriptor limit, so waiting connections can never
@@ -17,16 +18,14 @@ headers is in the application's hands (which checks its token before reading any
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import resource
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
 
-import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = logging.getLogger("zodex.gateway")
@@ -161,19 +160,3 @@ class HeaderDeadlineProtocol(H11Protocol):
 
 def _protocol_class(slow_clients: SlowClients) -> type[HeaderDeadlineProtocol]:
     return type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"slow_clients": slow_clients})
-
-
-def web_server(app: Any, slow_clients: SlowClients, **options: Any) -> uvicorn.Server:
-    """A uvicorn server for ``app`` whose connections ``slow_clients`` watches. The caller
-    owns SIGTERM/SIGINT (uvicorn's handlers would re-raise them after exit)."""
-    config = uvicorn.Config(
-        app,
-        http=slow_clients.protocol,
-        ws="none",
-        log_level="warning",
-        access_log=False,
-        **options,
-    )
-    server = uvicorn.Server(config)
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-    return server

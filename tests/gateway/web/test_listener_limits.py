@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from tests.support.gateway import wait_for
-from zodex_gateway.web.listener_limits import ListenerLimits, SlowClients, pending_cap, web_server
+from zodex_gateway.web.listener_limits import ListenerLimits, SlowClients, pending_cap
+from zodex_gateway.web.server import web_server
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,7 +1,7 @@
 """The watch host's HTTP app: Liveboard and an allowlisted proxy, behind a capability URL.
 
 A guard runs before any route: a ``Host`` header that is not the bound loopback address
-is a 421 (DNS rebinding; the rule every listener shares, :mod:`zodex_gateway.web.http_access`),
+is a 421 (DNS rebinding; the rule every listener shares, :mod:`zodex_gateway.web.guard`),
 a first path segment that is not the per-run secret (compared in constant time) is a 404,
 and so is any method but GET and PUT; a PUT from another page's origin is a 403. Under
 ``/<secret>/`` the routes are Liveboard's files, the observer's read routes and its one
@@ -13,7 +13,6 @@ header is ever sent.
 from __future__ import annotations
 
 import hmac
-import json
 import re
 from pathlib import Path
 from typing import Final
@@ -26,11 +25,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from zodex_gateway.viewers.liveboard import STATIC_DIR
 from zodex_gateway.viewers.watch.proxy import ObserverProxy, ObserverUnavailable
-from zodex_gateway.web import http_access
+from zodex_gateway.web import guard
 
 SCHEMA_VERSION: Final = 1
 MAX_ALIAS_BODY: Final = 4096
@@ -68,52 +67,31 @@ _SECURITY_HEADERS: Final = (
         b" base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     ),
 )
-_OWN_HEADER_NAMES: Final = frozenset(name for name, _ in _SECURITY_HEADERS)
+ERRORS: Final = guard.JsonErrors(schema_version=SCHEMA_VERSION)
 
 
-def error_response(status_code: int, message: str) -> Response:
-    body = json.dumps({"schema_version": SCHEMA_VERSION, "error": message}).encode()
-    return Response(body, status_code=status_code, media_type="application/json")
+class _SecretPath:
+    """The watch host's admission: the secret path, GET or PUT, and a PUT only from
+    Liveboard's own page; strips ``/<secret>`` before the routes."""
 
-
-class _Guard:
-    """Host and secret checks, security headers; strips ``/<secret>`` before the routes."""
-
-    def __init__(self, app: ASGIApp, secret: str, port: int) -> None:
-        self._app = app
+    def __init__(self, secret: str, port: int) -> None:
         self._secret = secret.encode()
         self._origins = {f"http://{name}:{port}".encode() for name in ("127.0.0.1", "localhost")}
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return  # no lifespan, no websockets
-
-        async def send_secured(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                kept = [h for h in message.get("headers", []) if h[0].lower() not in _OWN_HEADER_NAMES]
-                message = {**message, "headers": [*kept, *_SECURITY_HEADERS]}
-            await send(message)
-
+    def __call__(self, scope: Scope) -> Scope | Response:
         headers = dict(scope["headers"])
         path: str = scope["path"]
         first = path[1:].split("/", 1)[0]
         inner = path[len(first) + 1 :]
-        refusal: Response | None = None
-        if not http_access.host_allowed(scope):
-            refusal = error_response(421, http_access.HOST_REFUSED)
-        elif not hmac.compare_digest(first.encode(), self._secret) or scope["method"] not in ("GET", "PUT"):
-            refusal = error_response(404, "not found")
-        elif scope["method"] == "PUT" and headers.get(b"origin", b"").lower() not in (b"", *self._origins):
+        if not hmac.compare_digest(first.encode(), self._secret) or scope["method"] not in ("GET", "PUT"):
+            return ERRORS.response(404, "not found")
+        if scope["method"] == "PUT" and headers.get(b"origin", b"").lower() not in (b"", *self._origins):
             # Browsers preflight a cross-origin PUT (and get no CORS answer); this is for the rest.
-            refusal = error_response(403, "writes come only from Liveboard's own page")
-        elif not inner:
+            return ERRORS.response(403, "writes come only from Liveboard's own page")
+        if not inner:
             # Liveboard's URLs are relative: they need the trailing slash.
-            refusal = RedirectResponse(f"/{first}/", status_code=308)
-        if refusal is not None:
-            await refusal(scope, receive, send_secured)
-            return
-        scope = {**scope, "path": inner, "raw_path": inner.encode(), "root_path": ""}
-        await self._app(scope, receive, send_secured)
+            return RedirectResponse(f"/{first}/", status_code=308)
+        return {**scope, "path": inner, "raw_path": inner.encode(), "root_path": ""}
 
 
 class _EventStream(Response):
@@ -180,17 +158,17 @@ class WatchRoutes:
     def _file(self, name: str) -> Response:
         match = _STATIC_NAME.fullmatch(name)
         if match is None:
-            return error_response(404, "not found")
+            return ERRORS.response(404, "not found")
         try:
             content = (self._static_dir / name).read_bytes()
         except OSError:
-            return error_response(404, "not found")
+            return ERRORS.response(404, "not found")
         return Response(content, media_type=_CONTENT_TYPES[match.group(1)])
 
     async def read(self, request: Request) -> Response:
         route = request.path_params["route"]
         if not any(pattern.fullmatch(route) for pattern in _READ_ROUTES):
-            return error_response(404, "not found")
+            return ERRORS.response(404, "not found")
         return await self._forward(request, f"/v1/{quote(route)}")
 
     async def events(self, request: Request) -> Response:
@@ -199,7 +177,7 @@ class WatchRoutes:
                 "GET", "/v1/events", request.url.query, request.headers, stream=True
             )
         except ObserverUnavailable as exc:
-            return error_response(exc.status_code, exc.message)
+            return ERRORS.response(exc.status_code, exc.message)
         if upstream.status_code != 200:
             try:
                 await upstream.aread()
@@ -211,14 +189,14 @@ class WatchRoutes:
     async def alias(self, request: Request) -> Response:
         agent_id = request.path_params["agent_id"]
         if re.fullmatch(_ID, agent_id) is None:
-            return error_response(404, "not found")
+            return ERRORS.response(404, "not found")
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            return error_response(415, "send the alias as application/json")
+            return ERRORS.response(415, "send the alias as application/json")
         body = b""
         async for chunk in request.stream():
             body += chunk
             if len(body) > MAX_ALIAS_BODY:
-                return error_response(413, "the alias request is too large")
+                return ERRORS.response(413, "the alias request is too large")
         return await self._forward(request, f"/v1/agents/{quote(agent_id)}/alias", body=body)
 
     async def _forward(self, request: Request, path: str, *, body: bytes | None = None) -> Response:
@@ -227,7 +205,7 @@ class WatchRoutes:
                 request.method, path, request.url.query, request.headers, body=body
             )
         except ObserverUnavailable as exc:
-            return error_response(exc.status_code, exc.message)
+            return ERRORS.response(exc.status_code, exc.message)
         return _relay(upstream)
 
 
@@ -239,7 +217,7 @@ def _relay(upstream: httpx.Response) -> Response:
 
 async def _not_found(request: Request, exc: Exception) -> Response:
     # A wrong method on a known path is a 404 too: the viewer exposes nothing beyond its routes.
-    return error_response(404, "not found")
+    return ERRORS.response(404, "not found")
 
 
 def create_watch_app(
@@ -262,4 +240,7 @@ def create_watch_app(
     )
     # A redirect would point outside the secret prefix: near misses are plain 404s.
     app.router.redirect_slashes = False
-    return _Guard(app, secret, port), routes
+    front = guard.ListenerGuard(
+        app, name="watch", errors=ERRORS, admit=_SecretPath(secret, port), always=_SECURITY_HEADERS
+    )
+    return front, routes

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import secrets
 import signal
-import socket
 import threading
 import webbrowser
 from collections.abc import Callable
@@ -16,8 +15,8 @@ from typing import Final
 from zodex_gateway.viewers.liveboard import STATIC_DIR
 from zodex_gateway.viewers.watch.app import create_watch_app
 from zodex_gateway.viewers.watch.proxy import AccessSource, ObserverProxy
-from zodex_gateway.web.listener_limits import ListenerLimits, SlowClients, web_server
-from zodex_system import descriptor_limit
+from zodex_gateway.web.listener_limits import ListenerLimits
+from zodex_gateway.web.server import Listeners, listen
 
 LOOPBACK: Final = "127.0.0.1"
 SECRET_BYTES: Final = 24  # 32 URL-safe characters
@@ -33,14 +32,7 @@ class WatchHost:
     ) -> None:
         self._limits = limits or ListenerLimits()
         self.secret = secrets.token_urlsafe(SECRET_BYTES)
-        # IPPROTO_TCP: asyncio then sets TCP_NODELAY (see zodex_gateway.serve.transports.listen).
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        try:
-            self._sock.bind((LOOPBACK, 0))
-            self._sock.listen(128)  # connections queue from now on, before uvicorn runs
-        except OSError:
-            self._sock.close()
-            raise
+        self._sock = listen(LOOPBACK, 0)  # connections queue from now on, before uvicorn runs
         self.port: int = self._sock.getsockname()[1]
         self._proxy = ObserverProxy(source)
         self._app, self._routes = create_watch_app(
@@ -53,25 +45,23 @@ class WatchHost:
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; then end every event stream and close the socket."""
-        descriptor_limit.raise_to_hard_limit()
-        server = web_server(
-            self._app, SlowClients(self._limits), lifespan="off", timeout_graceful_shutdown=GRACEFUL_S
-        )
+        listeners = Listeners(self._limits, lifespan="off", graceful_s=GRACEFUL_S)
+        listeners.add(self._app, self._sock)
 
         async def stop_when_told() -> None:
             await stop.wait()
             self._routes.closing.set()
-            server.should_exit = True
+            listeners.stop()
 
         stopper = asyncio.create_task(stop_when_told())
         try:
-            await server.serve(sockets=[self._sock])
+            await listeners.serve()
         finally:
             stopper.cancel()
             self._routes.closing.set()
             await self._proxy.aclose()
             with contextlib.suppress(OSError):
-                self._sock.close()
+                self._sock.close()  # already closed, unless serving failed to start
 
 
 def run_watch(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from zodex_gateway.serve.transports import listen
+from zodex_gateway.web.server import listen
 
 
 async def test_accepted_connections_have_nodelay() -> None:
