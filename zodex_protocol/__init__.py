@@ -1,6 +1,6 @@
 """The wire contract between the Zodex gateway and its workers: no sockets, no processes."""
 
-from zodex_protocol.envelope import Envelope, ReplayGuard, WireCodec, create_key_file, read_key_file
+from zodex_protocol.envelope import Envelope, ReplayGuard, WireCodec, new_key, read_key_file
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle, worker_id_for
 from zodex_protocol.limits import Limits
@@ -15,7 +15,7 @@ __all__ = [
     "ReplayGuard",
     "SessionHandle",
     "WireCodec",
-    "create_key_file",
+    "new_key",
     "read_key_file",
     "worker_id_for",
 ]

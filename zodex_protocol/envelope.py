@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 import time
 from collections import deque
@@ -130,15 +129,10 @@ class WireCodec:
             return None
 
 
-def create_key_file(path: Path) -> bytes:
-    """Write a fresh runtime key readable by the owner only."""
-    key = secrets.token_bytes(KEY_BYTES)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, key)
-    finally:
-        os.close(fd)
-    return key
+def new_key() -> bytes:
+    """A fresh runtime key; the runtime's owner keeps it in a ``0600`` file
+    (zodex_system.secret_files) that its workers read."""
+    return secrets.token_bytes(KEY_BYTES)
 
 
 def read_key_file(path: Path) -> bytes:

@@ -1,7 +1,8 @@
 """Where a runtime keeps its sockets, keys, locks and worker registry (docs/architecture.md#routing-without-a-table).
 
-``<runtime dir>`` is ``$XDG_RUNTIME_DIR/zodex/<runtime_id>`` (``0700``), or, when no
-runtime dir exists, ``/tmp/zodex-<uid>/<runtime_id>``. Inside it::
+``<runtime dir>`` is ``<runtime root>/<runtime_id>`` (``0700``); the root is
+``$XDG_RUNTIME_DIR/zodex``, or ``/tmp/zodex-<uid>`` when there is no runtime dir
+(``zodex_system.xdg.runtime_root``). Inside it::
 
     key                      HMAC key of the wire protocol (0600)
     runtime.lock             held exclusively by the runtime's owner for its whole life;
@@ -15,23 +16,16 @@ runtime dir exists, ``/tmp/zodex-<uid>/<runtime_id>``. Inside it::
     w/<worker id>-<inc>.req  ipc endpoint of the worker's ROUTER
     w/<worker id>-<inc>.pub  ipc endpoint of the worker's PUB
     w/<worker id>-<inc>.exit tombstones left by an incarnation that exited cleanly
+                             (``zodex_protocol.tombstones``, 0600)
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-
-
-def default_runtime_root() -> Path:
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if base and os.path.isdir(base):
-        return Path(base) / "zodex"
-    return Path(tempfile.gettempdir()) / f"zodex-{os.getuid()}"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import contextlib
 import os
 import pwd
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -103,13 +103,3 @@ def _tighten(directory: Path) -> None:
     info = os.stat(directory)
     if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != 0o700:
         os.chmod(directory, 0o700)
-
-
-def runtime_base(root: Path, env: Mapping[str, str] | None = None) -> Path:
-    """The XDG base a runtime root (``$XDG_RUNTIME_DIR/zodex``, or ``/tmp/zodex-<uid>``
-    when there is none) is checked up to: the fallback under a sticky ``/tmp`` is its own base."""
-    environ = os.environ if env is None else env
-    xdg = environ.get("XDG_RUNTIME_DIR")
-    if xdg and root.parent == Path(xdg):
-        return Path(xdg)
-    return root

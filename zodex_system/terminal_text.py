@@ -41,6 +41,9 @@ The worker must keep up with commands that print megabytes, so no Python code ru
 character: one regex split (see :func:`_strip_pattern`) removes sequences and controls, and
 the line model works on whole runs between bare ``\r`` characters. A character-by-character
 model of the same rules lives in the tests and is checked against this one.
+
+Hand-written, not pyte or another terminal emulator: those keep a screen (a grid that
+wraps, scrolls and forgets what scrolled off), where a model reads the whole stream.
 """
 
 from __future__ import annotations

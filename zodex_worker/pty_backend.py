@@ -3,6 +3,9 @@
 The backend spawns the child in a new session with the PTY as its controlling terminal and
 hands the master fd to the caller: the worker's event loop owns the fd and its reaper owns
 the exit status (nothing here sleeps, waits or signals on the hot path).
+
+Hand-written, not ptyprocess: it forks the whole interpreter for each command and waits on
+the child itself, where Linux needs ``posix_spawn`` (a third of the cost) and one reaper.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ import msgpack
 import pytest
 
 from zodex_protocol import PROTOCOL_VERSION, Envelope, ErrorCode, ProtocolError, WireCodec
-from zodex_protocol.envelope import ReplayGuard, create_key_file, read_key_file
+from zodex_protocol.envelope import ReplayGuard, new_key, read_key_file
+from zodex_system.secret_files import create_secret_file
 
 KEY = b"k" * 32
 
@@ -118,11 +119,14 @@ def test_error_codes_are_stable() -> None:
 
 
 def test_key_file_is_private(tmp_path: Path) -> None:
-    key = create_key_file(tmp_path / "key")
+    key = new_key()
+    create_secret_file(tmp_path / "key", key)
     assert (tmp_path / "key").stat().st_mode & 0o777 == 0o600
     assert read_key_file(tmp_path / "key") == key and len(key) == 32
+    assert new_key() != key
     with pytest.raises(FileExistsError):
-        create_key_file(tmp_path / "key")
+        create_secret_file(tmp_path / "key", new_key())
+    assert read_key_file(tmp_path / "key") == key
 
 
 def test_docs_state_the_protocol_version() -> None:

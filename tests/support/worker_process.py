@@ -25,9 +25,10 @@ from typing import Any
 import zmq
 
 from zodex_protocol import messages
-from zodex_protocol.envelope import Envelope, WireCodec, create_key_file
+from zodex_protocol.envelope import Envelope, WireCodec, new_key
 from zodex_protocol.handles import worker_id_for
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
+from zodex_system.secret_files import create_secret_file
 
 READY_TIMEOUT_S = 20.0
 SHELL = ["/bin/bash", "-c"]
@@ -95,7 +96,8 @@ def start_worker(limits: dict[str, int] | None = None, incarnation: int = 1) -> 
     root = Path(tempfile.mkdtemp(prefix="zx", dir="/tmp"))
     layout = RuntimeLayout(root / "rt")
     layout.create()
-    key = create_key_file(layout.key_file)
+    key = new_key()
+    create_secret_file(layout.key_file, key)
     lock_fd = os.open(layout.runtime_lock, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(lock_fd, fcntl.LOCK_EX)
     workdir = os.path.realpath(root / "wd")

@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from zodex_protocol.limits import Limits
+from zodex_system import xdg
 
 from .units import (
     ConfigError,
@@ -34,7 +37,6 @@ from .units import (
     parse_duration_ms,
     parse_int,
     parse_size_bytes,
-    toml_string,
 )
 
 __all__ = [
@@ -169,14 +171,8 @@ _EXPECTED = {
 }
 
 
-def config_path(env: Mapping[str, str] | None = None) -> Path:
-    environ = os.environ if env is None else env
-    base = environ.get("XDG_CONFIG_HOME", "")
-    # The XDG spec says a relative value is invalid and must be ignored.
-    if not base or not os.path.isabs(base):
-        home = environ.get("HOME") or str(Path.home())
-        base = os.path.join(home, ".config")
-    return Path(base) / "zodex" / "local.toml"
+def config_path() -> Path:
+    return xdg.config_dir() / "local.toml"
 
 
 def _lookup(name: str) -> ConfigKey:
@@ -338,23 +334,22 @@ class LocalConfig:
             "# Only keys set explicitly are here; `zodex local config get` shows every key with its default.",
             "# Durations need a unit (ms, s, min, h, d); sizes are 1024-based (kb, mb, gb).",
         ]
-        sections: dict[str, list[str]] = {}
+        tables: dict[str, dict[str, object]] = {}
         for name in KEYS:  # KEYS order, so the file is stable across saves
             if name in self.values:
                 section, _, leaf = name.partition(".")
-                sections.setdefault(section, []).append(f"{leaf} = {self._toml_value(name)}")
-        for section, entries in sections.items():
-            lines += ["", f"[{section}]", *entries]
-        return "\n".join(lines) + "\n"
+                tables.setdefault(section, {})[leaf] = self._toml_value(name)
+        header = "\n".join(lines) + "\n"
+        return f"{header}\n{tomli_w.dumps(tables)}" if tables else header
 
-    def _toml_value(self, name: str) -> str:
+    def _toml_value(self, name: str) -> object:
         value = self.values[name]
         kind = KEYS[name].kind
         if kind == "int":
-            return str(_as_int(value))
+            return _as_int(value)
         if kind == "bool":
-            return "true" if value else "false"
-        return toml_string(format_value(name, value))
+            return bool(value)
+        return format_value(name, value)  # durations, sizes and switches as the operator types them
 
     def save(self, path: Path) -> None:
         """Atomic: readers see the old file or the new one, never half of it."""

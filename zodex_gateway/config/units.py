@@ -7,6 +7,9 @@ silently meaning two milliseconds is the kind of mistake a config file should no
 Sizes are binary: ``kb``, ``mb`` and ``gb`` are 1024-based, the same as ``kib``, ``mib`` and
 ``gib`` (so ``16mb`` is 16 MiB, the spill cap of docs/config.md#keys). Units are case-insensitive and
 blanks around the number and the unit are ignored.
+
+Hand-written on purpose: unit libraries (pint, humanfriendly, pytimeparse) accept bare
+numbers and decimal ``mb``, exactly what this syntax refuses.
 """
 
 from __future__ import annotations
@@ -100,19 +103,3 @@ def parse_bool(text: str) -> bool:
     if cleaned in _FALSE:
         return False
     raise ConfigError(f"expected on/off (also true/false, yes/no), got {text.strip()!r}")
-
-
-_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-
-
-def toml_string(text: str) -> str:
-    """A TOML basic string holding exactly ``text`` (quotes, backslashes and controls escaped)."""
-    out = []
-    for ch in text:
-        if ch in _TOML_ESCAPES:
-            out.append(_TOML_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04X}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'

@@ -17,17 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zodex_gateway.fleet.runtime_dirs import hold_lock, holds, remove_abandoned_runtimes, write_owner_file
-from zodex_protocol.envelope import create_key_file, read_key_file
+from zodex_protocol.envelope import new_key, read_key_file
 from zodex_protocol.errors import ErrorCode, ProtocolError
-from zodex_protocol.layout import RuntimeLayout, default_runtime_root
+from zodex_protocol.layout import RuntimeLayout
 from zodex_protocol.limits import Limits
-from zodex_system import cgroups
-from zodex_system.private_dirs import UnsafeDirectory, make_private_dirs, runtime_base
-
-
-def default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "zodex" / "local"
+from zodex_system import cgroups, xdg
+from zodex_system.private_dirs import UnsafeDirectory, make_private_dirs
+from zodex_system.secret_files import create_secret_file
 
 
 def default_shell() -> list[str]:
@@ -75,11 +71,12 @@ class Runtime:
         """A fresh runtime owned by this process; ``use_cgroups=False`` (or
         ``ZODEX_CGROUPS=off``) keeps its sessions out of cgroups."""
         runtime_id = secrets.token_hex(6)
-        layout = RuntimeLayout(default_runtime_root() / runtime_id)
+        layout = RuntimeLayout(xdg.runtime_root() / runtime_id)
         # Its signing key and sockets go there: refused unless safely the user's.
-        make_private_dirs([layout.root.parent], runtime_base(layout.root.parent))
+        make_private_dirs([layout.root.parent], xdg.runtime_base(layout.root.parent))
         layout.create()
-        key = create_key_file(layout.key_file)
+        key = new_key()
+        create_secret_file(layout.key_file, key)
         lock_fd = hold_lock(layout)  # released by the kernel however we exit
         write_owner_file(layout)
         # Directories of gateways that died without removing theirs (SIGKILL).
@@ -90,7 +87,7 @@ class Runtime:
             runtime_id=runtime_id,
             layout=layout,
             key=key,
-            state_dir=state_dir or default_state_dir(),
+            state_dir=state_dir or xdg.local_state_dir(),
             limits=limits or Limits(),
             owner=True,
             _lock_fd=lock_fd,
@@ -106,7 +103,7 @@ class Runtime:
             runtime_id=root.name,
             layout=layout,
             key=read_key_file(layout.key_file),
-            state_dir=state_dir or default_state_dir(),
+            state_dir=state_dir or xdg.local_state_dir(),
             limits=limits or Limits(),
         )
 
@@ -122,7 +119,7 @@ class Runtime:
             return False
         try:
             # Removed, it may have been made again by someone else (a shared /tmp).
-            make_private_dirs([layout.root.parent], runtime_base(layout.root.parent))
+            make_private_dirs([layout.root.parent], xdg.runtime_base(layout.root.parent))
         except UnsafeDirectory as exc:
             raise ProtocolError(
                 ErrorCode.WORKER_UNAVAILABLE,
@@ -130,11 +127,7 @@ class Runtime:
             ) from None
         layout.create()
         with contextlib.suppress(FileExistsError):
-            fd = os.open(layout.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            try:
-                os.write(fd, self.key)
-            finally:
-                os.close(fd)
+            create_secret_file(layout.key_file, self.key)
         if not holds(self._lock_fd, layout):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(layout.runtime_lock)  # not the file we hold: replace it

@@ -3,9 +3,10 @@ bearer, kept across restarts until rotated."""
 
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
+
+from zodex_system.secret_files import write_secret_file
 
 BEARER_CHARS = 64
 
@@ -31,11 +32,5 @@ def rotate_bearer(path: Path) -> str:
 def write_secret(path: Path) -> str:
     """A fresh random secret of 64 hex characters, written atomically with mode ``0600``."""
     secret = secrets.token_hex(BEARER_CHARS // 2)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.unlink(missing_ok=True)  # left by a crashed writer that had our pid
-    # A new file, never one that was there (or a link planted in its place): it is born 0600.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secret + "\n")
-    os.replace(tmp, path)
+    write_secret_file(path, (secret + "\n").encode())
     return secret

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from zodex_gateway.config.settings import config_path
-from zodex_system.private_dirs import check_tree, make_private_dirs, runtime_base
+from zodex_system import xdg
+from zodex_system.private_dirs import check_tree, make_private_dirs
 
 
 @dataclass(frozen=True)
@@ -20,18 +17,9 @@ class LocalPaths:
     runtime_root: Path | None = None  # $XDG_RUNTIME_DIR/zodex: signing keys and sockets
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> LocalPaths:
-        env = os.environ if env is None else env
-        base = env.get("XDG_STATE_HOME") or os.path.join(
-            env.get("HOME") or os.path.expanduser("~"), ".local", "state"
-        )
-        xdg_runtime = env.get("XDG_RUNTIME_DIR")
-        # As zodex_protocol.layout.default_runtime_root decides, for this environment.
-        if xdg_runtime and os.path.isdir(xdg_runtime):
-            runtime_root = Path(xdg_runtime) / "zodex"
-        else:
-            runtime_root = Path(tempfile.gettempdir()) / f"zodex-{os.getuid()}"
-        return cls(Path(base) / "zodex" / "local", config_path(env).parent, runtime_root)
+    def from_env(cls) -> LocalPaths:
+        """Local's paths for this process's environment (zodex_system.xdg)."""
+        return cls(xdg.local_state_dir(), xdg.config_dir(), xdg.runtime_root())
 
     @property
     def runtime(self) -> Path:
@@ -93,7 +81,7 @@ class LocalPaths:
         if self.config_dir is not None:
             check_tree(self.config_dir, self.config_dir.parent)
         if self.runtime_root is not None:
-            check_tree(self.runtime_root, runtime_base(self.runtime_root))
+            check_tree(self.runtime_root, xdg.runtime_base(self.runtime_root))
 
     def create(self) -> None:
         """Every directory Local needs, private to the user (after :meth:`verify`)."""

@@ -13,7 +13,6 @@ patches cannot multiply the gateway's memory without bound.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from pathlib import Path
 from typing import Any, Final
@@ -27,6 +26,7 @@ from starlette.types import Message, Receive, Scope, Send
 from zodex_gateway.mcp import jsonrpc_input
 from zodex_gateway.web import guard
 from zodex_gateway.web.listener_limits import DEFAULT_MAX_BODY
+from zodex_system.secret_files import create_secret_file
 
 TOKEN_HEADER = b"x-zodex-local-token"
 LARGE_BODY: Final = 1024 * 1024
@@ -39,10 +39,11 @@ def load_or_create_token(path: Path) -> str:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(32)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(token + "\n")
-        return token
+        try:
+            create_secret_file(path, (token + "\n").encode())
+            return token
+        except FileExistsError:
+            pass  # made meanwhile by another gateway: that one is the token
     token = path.read_text().strip()
     if len(token) < 32:
         raise ValueError(f"token in {path} is too short (at least 32 characters)")

@@ -9,7 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from zodex_gateway.config.settings import (
@@ -22,7 +22,6 @@ from zodex_gateway.config.settings import (
     parse_duration_ms,
     parse_size_bytes,
 )
-from zodex_gateway.config.units import toml_string
 from zodex_protocol.limits import Limits
 
 MIB = 1024 * 1024
@@ -129,9 +128,14 @@ def test_size_display_round_trips(size: int) -> None:
     assert parse_size_bytes(format_value("output.spill-cap", size)) == size
 
 
-@given(text=st.text())
-def test_toml_string_holds_any_text(text: str) -> None:
-    assert tomllib.loads(f"x = {toml_string(text)}")["x"] == text
+@given(text=st.text(st.characters(exclude_characters=[*map(chr, range(0x20)), "\x7f"]), min_size=1))
+def test_the_file_holds_any_string_a_key_accepts(text: str) -> None:
+    config = LocalConfig()
+    try:
+        config.set("tunnel.command", text)
+    except ConfigError:
+        assume(False)
+    assert tomllib.loads(config.to_toml())["tunnel"]["command"] == text
 
 
 @pytest.mark.parametrize(
@@ -395,20 +399,17 @@ def test_items_marks_defaults() -> None:
 # --- the file -----------------------------------------------------------------------------------
 
 
-def test_config_path_honours_xdg(tmp_path: Path) -> None:
-    assert config_path({"XDG_CONFIG_HOME": str(tmp_path)}) == tmp_path / "zodex" / "local.toml"
-    home = {"HOME": str(tmp_path)}
-    assert config_path(home) == tmp_path / ".config" / "zodex" / "local.toml"
-    assert config_path({**home, "XDG_CONFIG_HOME": ""}) == tmp_path / ".config" / "zodex" / "local.toml"
-    # A relative XDG_CONFIG_HOME is invalid per the XDG spec and ignored.
-    assert config_path({**home, "XDG_CONFIG_HOME": "rel"}) == tmp_path / ".config" / "zodex" / "local.toml"
-
-
-def test_config_path_defaults_to_the_process_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_config_path_honours_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     assert config_path() == tmp_path / "zodex" / "local.toml"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert config_path() == tmp_path / ".config" / "zodex" / "local.toml"
+    monkeypatch.setenv("XDG_CONFIG_HOME", "")
+    assert config_path() == tmp_path / ".config" / "zodex" / "local.toml"
+    # A relative XDG_CONFIG_HOME is invalid per the XDG spec and ignored.
+    monkeypatch.setenv("XDG_CONFIG_HOME", "rel")
+    assert config_path() == tmp_path / ".config" / "zodex" / "local.toml"
 
 
 def test_missing_file_is_empty(tmp_path: Path) -> None:
@@ -440,6 +441,30 @@ def test_save_round_trips(tmp_path: Path) -> None:
     assert "[worker]" not in text  # only what was set
     if sys.platform != "win32":
         assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_the_file_is_written_as_before() -> None:
+    config = LocalConfig()
+    config.set("tunnel.command", 'run "a b" C:\\x')
+    config.set("session.timeout", "30min")
+    config.set("mcp.read-only-hint", "off")
+    config.set("session.max-per-worker", "8")
+    assert config.to_toml() == (
+        "# Zodex Local configuration (written by `zodex local config set`).\n"
+        "# Only keys set explicitly are here; `zodex local config get` shows every key with its default.\n"
+        "# Durations need a unit (ms, s, min, h, d); sizes are 1024-based (kb, mb, gb).\n"
+        "\n"
+        "[session]\n"
+        'timeout = "30min"\n'
+        "max-per-worker = 8\n"
+        "\n"
+        "[tunnel]\n"
+        'command = "run \\"a b\\" C:\\\\x"\n'
+        "\n"
+        "[mcp]\n"
+        "read-only-hint = false\n"
+    )
+    assert LocalConfig().to_toml().count("\n") == 3, "an empty config is the header alone"
 
 
 def test_save_of_an_empty_config_round_trips(tmp_path: Path) -> None:

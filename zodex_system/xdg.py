@@ -1,0 +1,57 @@
+"""Where Zodex keeps its files: the XDG base directories, resolved by one set of rules.
+
+- configuration: ``$XDG_CONFIG_HOME/zodex`` (else ``~/.config/zodex``), docs/config.md;
+- Local's state: ``$XDG_STATE_HOME/zodex/local`` (else ``~/.local/state/zodex/local``),
+  docs/modes.md#local — a foreground gateway keeps its spill files and history there too;
+- the runtime root: ``$XDG_RUNTIME_DIR/zodex`` when that directory exists, else
+  ``/tmp/zodex-<uid>`` (docs/security.md#state-directories).
+
+As the XDG spec says, an unset, empty or relative variable is ignored. These are the XDG
+paths on every POSIX system, macOS included (the docs promise them, not ``~/Library``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from platformdirs.unix import Unix
+
+# platformdirs' Unix rules are the XDG spec's (relative values ignored, a relative HOME
+# treated as unset); its Unix class applies them on macOS too.
+_XDG = Unix(appname="zodex")
+
+
+def config_dir() -> Path:
+    """``$XDG_CONFIG_HOME/zodex``: ``local.toml``."""
+    return Path(_XDG.user_config_dir)
+
+
+def local_state_dir() -> Path:
+    """``$XDG_STATE_HOME/zodex/local``: Local's state tree (runtime files, logs, spill, history)."""
+    return Path(_XDG.user_state_dir) / "local"
+
+
+def runtime_root() -> Path:
+    """Where runtime directories (signing keys, sockets, the worker registry) are made.
+
+    Hand-written: platformdirs' ``user_runtime_dir`` falls back to ``/run/user/<uid>`` and then
+    to ``runtime-<uid>`` in the temporary directory, not to the documented ``/tmp/zodex-<uid>``."""
+    base = _runtime_dir()
+    if base is not None and base.is_dir():
+        return base / "zodex"
+    return Path(tempfile.gettempdir()) / f"zodex-{os.getuid()}"
+
+
+def runtime_base(root: Path) -> Path:
+    """The XDG base a runtime root is checked up to (docs/security.md#state-directories):
+    ``$XDG_RUNTIME_DIR`` for a root under it; the ``/tmp/zodex-<uid>`` fallback under a
+    sticky ``/tmp`` is its own base."""
+    base = _runtime_dir()
+    return base if base is not None and root.parent == base else root
+
+
+def _runtime_dir() -> Path | None:
+    value = os.environ.get("XDG_RUNTIME_DIR", "")
+    return Path(value) if os.path.isabs(value) else None
