@@ -32,7 +32,7 @@ async function loadStatus(store) {
 async function loadAgents(store, board) {
   try {
     const { agents } = await api.agents();
-    for (const agent of agents || []) store.upsertAgent(agent);
+    for (const agent of agents) store.upsertAgent(agent);
   } catch (error) {
     $('runtime').textContent = `cannot load agents: ${error.message}`;
   } finally {

@@ -1,16 +1,17 @@
 // One card per timeline record. A card keeps what the reader opened or closed across the
 // updates of its record, and redraws only its output while a command streams.
 
+import { CALL_STATUS, COMMAND_STATUS, KIND, OPERATION, TERMINATION } from './contract.js';
 import { h, replaceChildren } from './dom.js';
 import { clock, countLines, diffRows, duration, fullTime, relativeTo, typedPieces } from './format.js';
 
-const OPERATION_LABELS = { created: 'Added', edited: 'Edited', deleted: 'Deleted', renamed: 'Renamed' };
-const DIFF_KINDS = {
-  add: 'add', added: 'add', insert: 'add', '+': 'add',
-  del: 'del', removed: 'del', delete: 'del', '-': 'del',
-  ctx: 'ctx', context: 'ctx', equal: 'ctx', ' ': 'ctx',
-  hunk: 'hunk', note: 'note',
+const OPERATION_LABELS = {
+  [OPERATION.CREATED]: 'Added',
+  [OPERATION.EDITED]: 'Edited',
+  [OPERATION.DELETED]: 'Deleted',
+  [OPERATION.RENAMED]: 'Renamed',
 };
+const DIFF_SIGNS = { add: '+', del: '-', ctx: ' ', hunk: '', note: '' };
 const DIFF_ROWS_SHOWN = 400;
 
 export class Card {
@@ -30,11 +31,10 @@ export class Card {
     const el = this.el;
     el.dataset.presentationId = record.presentation_id;
     el.dataset.kind = record.kind;
-    el.dataset.status = record.status || '';
-    const failed = record.kind === 'command' ? commandFailed(record) : record.status === 'error';
-    el.className = `card card-${record.kind} status-${record.status || 'unknown'}${failed ? ' failed' : ''}`;
-    const build = BUILDERS[record.kind] || buildGeneric;
-    replaceChildren(el, build.call(this, record));
+    el.dataset.status = record.status;
+    const failed = record.kind === KIND.COMMAND ? commandFailed(record) : record.status === CALL_STATUS.ERROR;
+    el.className = `card card-${record.kind} status-${record.status}${failed ? ' failed' : ''}`;
+    replaceChildren(el, BUILDERS[record.kind].call(this, record));
   }
 
   // Streamed output arrived for this command: redraw just the output text.
@@ -60,30 +60,37 @@ function head(icon, title, record, ...extra) {
     title,
     h('span', { class: 'spacer' }),
     ...extra,
-    h('time', { class: 'time', datetime: record.started_at || '', title: fullTime(record.started_at_ms), text: clock(record.started_at_ms) }),
+    h('time', {
+      class: 'time',
+      datetime: record.started_at,
+      title: fullTime(record.started_at_ms),
+      text: clock(record.started_at_ms),
+    }),
   );
 }
 
 function statusBadge(record) {
-  if (record.status === 'running') {
+  if (record.kind !== KIND.COMMAND) {
+    const ok = record.status === CALL_STATUS.OK;
+    return h('span', { class: `badge ${ok ? 'ok' : 'fail'}`, 'data-testid': 'status', text: record.status });
+  }
+  if (record.status === COMMAND_STATUS.RUNNING) {
     return h('span', { class: 'badge running', 'data-testid': 'status' }, h('span', { class: 'pulse' }), 'running');
   }
-  if (record.kind !== 'command') {
-    const ok = record.status === 'ok';
-    return h('span', { class: `badge ${ok ? 'ok' : 'fail'}`, 'data-testid': 'status', text: record.status || '?' });
-  }
   const code = record.exit_code;
-  const reason = record.termination_reason;
-  const ended = !reason || reason === 'exit' || reason === 'exited';
-  // A killed or timed-out command's exit code is the signal's artefact: name the reason.
-  const text = !ended ? reason : code === null || code === undefined ? 'exited' : `exit ${code}`;
-  const title = code === null || code === undefined ? undefined : `exit code ${code}`;
+  // A killed, timed-out or lost command's exit code is the signal's artefact: name the
+  // reason. None at all: a call the runtime stopped before the command was known.
+  const text = endedOnItsOwn(record) ? (code === null ? 'exited' : `exit ${code}`) : record.termination_reason;
+  const title = code === null ? undefined : `exit code ${code}`;
   return h('span', { class: `badge ${commandFailed(record) ? 'fail' : 'ok'}`, 'data-testid': 'status', title, text });
 }
 
+function endedOnItsOwn(record) {
+  return record.termination_reason === null || record.termination_reason === TERMINATION.EXIT;
+}
+
 function commandFailed(record) {
-  const reason = record.termination_reason;
-  return record.status !== 'running' && (record.exit_code !== 0 || !!(reason && reason !== 'exit' && reason !== 'exited'));
+  return record.status !== COMMAND_STATUS.RUNNING && (record.exit_code !== 0 || !endedOnItsOwn(record));
 }
 
 function outputLabel(text, record) {
@@ -93,12 +100,12 @@ function outputLabel(text, record) {
 }
 
 function buildCommand(record) {
-  const running = record.status === 'running';
+  const running = record.status === COMMAND_STATUS.RUNNING;
   const command = h('code', {
     class: `command${this.commandOpen ? ' open' : ''}`,
     'data-testid': 'command',
     title: 'Click to show the whole command',
-    text: record.command || '',
+    text: record.command,
     onclick: (event) => {
       this.commandOpen = !this.commandOpen;
       event.currentTarget.classList.toggle('open', this.commandOpen);
@@ -106,12 +113,24 @@ function buildCommand(record) {
   });
   const meta = h('div', { class: 'meta' }, statusBadge(record));
   if (running) {
-    meta.append(h('span', { class: 'duration', 'data-live-since': String(record.started_at_ms || Date.now()), text: duration(Date.now() - record.started_at_ms) }));
-  } else if (record.duration_ms !== null && record.duration_ms !== undefined) {
+    meta.append(
+      h('span', {
+        class: 'duration',
+        'data-live-since': String(record.started_at_ms),
+        text: duration(Date.now() - record.started_at_ms),
+      }),
+    );
+  } else if (record.duration_ms !== null) {
     meta.append(h('span', { class: 'duration', title: 'duration', text: duration(record.duration_ms) }));
   }
   if (record.poll_count) {
-    meta.append(h('span', { class: 'polls', title: 'empty write_stdin polls folded into this command', text: `${record.poll_count} poll${record.poll_count === 1 ? '' : 's'}` }));
+    meta.append(
+      h('span', {
+        class: 'polls',
+        title: 'empty write_stdin polls folded into this command',
+        text: `${record.poll_count} poll${record.poll_count === 1 ? '' : 's'}`,
+      }),
+    );
   }
   const workdir = this.ctx.workdir();
   if (record.cwd && record.cwd !== workdir) {
@@ -137,28 +156,36 @@ function buildCommand(record) {
 }
 
 function buildFiles(record) {
-  const files = record.files || [];
-  const title = h('span', { class: 'title', text: files.length === 1 ? 'apply_patch' : `apply_patch · ${files.length} files` });
+  const files = record.files;
+  const title = h('span', {
+    class: 'title',
+    text: files.length === 1 ? 'apply_patch' : `apply_patch · ${files.length} files`,
+  });
   const workdir = record.workdir || this.ctx.workdir();
   const boxes = files.map((file) => fileBox.call(this, file, workdir));
   return [head('±', title, record), ...boxes];
 }
 
 function fileBox(file, workdir) {
-  const operation = file.operation || 'edited';
+  const operation = file.operation;
   const key = file.path;
   const open = this.filesOpen.get(key) ?? true;
   const path = h('code', { class: 'path', title: file.path, text: relativeTo(file.path, workdir) });
-  const label = [h('span', { class: `op op-${operation}`, 'data-testid': 'file-op', text: OPERATION_LABELS[operation] || operation })];
-  if (operation === 'renamed' && file.old_path) {
-    label.push(h('code', { class: 'path old', title: file.old_path, text: relativeTo(file.old_path, workdir) }), h('span', { class: 'arrow', text: '→' }));
+  const label = [
+    h('span', { class: `op op-${operation}`, 'data-testid': 'file-op', text: OPERATION_LABELS[operation] }),
+  ];
+  if (operation === OPERATION.RENAMED) {
+    label.push(
+      h('code', { class: 'path old', title: file.old_path, text: relativeTo(file.old_path, workdir) }),
+      h('span', { class: 'arrow', text: '→' }),
+    );
   }
   label.push(path, h('span', { class: 'spacer' }));
   if (file.added) label.push(h('span', { class: 'adds', text: `+${file.added}` }));
   if (file.removed) label.push(h('span', { class: 'dels', text: `−${file.removed}` }));
   const box = h('details', { class: 'file', 'data-testid': 'file', open }, h('summary', {}, ...label));
   box.addEventListener('toggle', () => this.filesOpen.set(key, box.open));
-  if (Array.isArray(file.diff)) box.append(diffTable.call(this, file, key));
+  box.append(diffTable.call(this, file, key));
   return box;
 }
 
@@ -168,15 +195,13 @@ function diffTable(file, key) {
   const shown = showAll ? rows : rows.slice(0, DIFF_ROWS_SHOWN);
   const table = h('div', { class: 'diff', 'data-testid': 'diff' });
   for (const row of shown) {
-    const kind = DIFF_KINDS[row.kind] || 'ctx';
-    const sign = kind === 'add' ? '+' : kind === 'del' ? '-' : kind === 'ctx' ? ' ' : '';
     table.append(
       h(
         'div',
-        { class: `diff-row ${kind}`, 'data-testid': 'diff-row', 'data-kind': kind },
+        { class: `diff-row ${row.kind}`, 'data-testid': 'diff-row', 'data-kind': row.kind },
         h('span', { class: 'ln', text: row.old ?? '' }),
         h('span', { class: 'ln', text: row.new ?? '' }),
-        h('span', { class: 'sign', text: sign }),
+        h('span', { class: 'sign', text: DIFF_SIGNS[row.kind] }),
         h('span', { class: 'txt', text: row.text }),
       ),
     );
@@ -201,7 +226,11 @@ function diffTable(file, key) {
 function sessionLabel(record, store) {
   const handle = record.session_handle || '';
   const command = store.records.get(store.handles.get(handle))?.command;
-  return h('code', { class: 'handle', title: handle ? `session ${handle}` : '', text: command || handle || 'unknown session' });
+  return h('code', {
+    class: 'handle',
+    title: handle ? `session ${handle}` : '',
+    text: command || handle || 'unknown session',
+  });
 }
 
 function buildStdin(record) {
@@ -221,17 +250,19 @@ function buildKill(record) {
 }
 
 function buildGeneric(record) {
-  const title = h('span', { class: 'title', text: record.tool_name || record.kind || 'call' });
+  const title = h('span', { class: 'title', text: record.tool_name });
   const parts = [head('•', title, record, statusBadge(record))];
-  if (record.summary && record.summary !== record.error) parts.push(h('div', { class: 'summary', text: record.summary }));
+  if (record.summary && record.summary !== record.error) {
+    parts.push(h('div', { class: 'summary', text: record.summary }));
+  }
   if (record.error) parts.push(h('pre', { class: 'error', 'data-testid': 'error', text: record.error }));
   return parts;
 }
 
 const BUILDERS = {
-  command: buildCommand,
-  file_changes: buildFiles,
-  stdin: buildStdin,
-  kill: buildKill,
-  generic: buildGeneric,
+  [KIND.COMMAND]: buildCommand,
+  [KIND.FILE_CHANGES]: buildFiles,
+  [KIND.STDIN]: buildStdin,
+  [KIND.KILL]: buildKill,
+  [KIND.GENERIC]: buildGeneric,
 };

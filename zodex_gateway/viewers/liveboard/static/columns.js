@@ -3,6 +3,7 @@
 
 import * as api from './api.js';
 import { Card } from './cards.js';
+import { MAX_ALIAS_CHARS } from './contract.js';
 import { h, replaceChildren, startEllipsis } from './dom.js';
 import { ago, parseIso, shortPath } from './format.js';
 import { newerFirst } from './store.js';
@@ -29,7 +30,9 @@ export class Board {
     this.columns = new Map();
     this.loaded = false;
     store.addEventListener('agent', () => this.render());
-    store.addEventListener('record', (event) => this.columns.get(event.detail.record.agent_id)?.upsert(event.detail.record));
+    store.addEventListener('record', (event) =>
+      this.columns.get(event.detail.record.agent_id)?.upsert(event.detail.record),
+    );
     store.addEventListener('output', (event) => {
       const record = store.records.get(event.detail.presentationId);
       if (record) this.columns.get(record.agent_id)?.output(record);
@@ -75,7 +78,11 @@ function emptyBoard(loaded) {
     'div',
     { class: 'empty-board', 'data-testid': 'empty-board', 'data-loaded': String(loaded) },
     h('div', { class: 'empty-title', text: loaded ? 'No agents yet' : 'Loading…' }),
-    loaded ? h('p', { text: 'When an MCP client calls a Zodex tool, its agent gets a column here and its calls appear live.' }) : null,
+    loaded
+      ? h('p', {
+          text: 'When an MCP client calls a Zodex tool, its agent gets a column here and its calls appear live.',
+        })
+      : null,
   );
 }
 
@@ -89,12 +96,20 @@ class Column {
     this.headerEl = h('header', { class: 'col-head' });
     this.sentinel = h('div', { class: 'more', 'data-testid': 'load-older' });
     this.list = h('div', { class: 'cards', 'data-testid': 'cards' }, this.sentinel);
-    this.el = h('section', { class: 'column', 'data-testid': 'column', 'data-agent-id': agentId }, this.headerEl, this.list);
-    this.ctx = { store, workdir: () => this.store.agents.get(this.agentId)?.workdirs?.[0] || '' };
+    this.el = h(
+      'section',
+      { class: 'column', 'data-testid': 'column', 'data-agent-id': agentId },
+      this.headerEl,
+      this.list,
+    );
+    this.ctx = { store, workdir: () => this.agent?.workdirs[0] ?? '' };
     for (const record of store.recordsOf(agentId).sort(newerFirst)) this.upsert(record);
-    this.observer = new IntersectionObserver((entries) => {
-      if (entries.some((entry) => entry.isIntersecting)) this.loadOlder();
-    }, { root: this.list, rootMargin: '200px' });
+    this.observer = new IntersectionObserver(
+      (entries) => {
+        if (entries.some((entry) => entry.isIntersecting)) this.loadOlder();
+      },
+      { root: this.list, rootMargin: '200px' },
+    );
     this.observer.observe(this.sentinel);
     this.loadFirst();
   }
@@ -112,16 +127,28 @@ class Column {
     if (this.editing) return; // do not pull the input away from under the typist
     const agent = this.agent || { agent_id: this.agentId, alias: null, workdirs: [], active_processes: 0 };
     const alias = agent.alias || '';
-    const workdir = agent.workdirs?.[0] || '';
-    const count = agent.active_processes || 0;
+    const workdir = agent.workdirs[0] ?? '';
+    const count = agent.active_processes;
     replaceChildren(
       this.headerEl,
       h(
         'div',
         { class: 'col-title' },
         h('span', { class: 'agent-id', 'data-testid': 'agent-id', text: agent.agent_id }),
-        h('span', { class: `alias${alias ? '' : ' unnamed'}`, 'data-testid': 'alias', title: alias, text: alias || 'no alias' }),
-        h('button', { class: 'icon-btn', 'data-testid': 'alias-edit', title: 'Rename this agent', 'aria-label': 'Rename this agent', text: '✎', onclick: () => this.editAlias() }),
+        h('span', {
+          class: `alias${alias ? '' : ' unnamed'}`,
+          'data-testid': 'alias',
+          title: alias,
+          text: alias || 'no alias',
+        }),
+        h('button', {
+          class: 'icon-btn',
+          'data-testid': 'alias-edit',
+          title: 'Rename this agent',
+          'aria-label': 'Rename this agent',
+          text: '✎',
+          onclick: () => this.editAlias(),
+        }),
         h('span', { class: 'spacer' }),
         h('span', {
           class: `procs${count ? ' active' : ''}`,
@@ -134,8 +161,15 @@ class Column {
       h(
         'div',
         { class: 'col-sub' },
-        startEllipsis(h('span', { class: 'workdir', 'data-testid': 'workdir', title: workdir }), workdir ? shortPath(workdir, 4) : 'no workdir yet'),
-        h('span', { class: 'last-seen', 'data-last-seen': String(parseIso(agent.last_seen)), text: ago(parseIso(agent.last_seen)) }),
+        startEllipsis(
+          h('span', { class: 'workdir', 'data-testid': 'workdir', title: workdir }),
+          workdir ? shortPath(workdir, 4) : 'no workdir yet',
+        ),
+        h('span', {
+          class: 'last-seen',
+          'data-last-seen': String(parseIso(agent.last_seen)),
+          text: ago(parseIso(agent.last_seen)),
+        }),
       ),
     );
   }
@@ -143,7 +177,13 @@ class Column {
   editAlias() {
     this.editing = true;
     const agent = this.agent;
-    const input = h('input', { class: 'alias-input', 'data-testid': 'alias-input', maxlength: '80', placeholder: 'alias (empty clears)', 'aria-label': 'Alias' });
+    const input = h('input', {
+      class: 'alias-input',
+      'data-testid': 'alias-input',
+      maxlength: String(MAX_ALIAS_CHARS),
+      placeholder: 'alias (empty clears)',
+      'aria-label': 'Alias',
+    });
     input.value = agent?.alias || '';
     const note = h('span', { class: 'alias-note', 'data-testid': 'alias-note', text: 'Enter saves · Esc cancels' });
     let saving = false;
@@ -231,7 +271,7 @@ class Column {
     try {
       const found = await api.timeline({ agent_id: this.agentId, limit: PAGE, cursor });
       this.store.pages.set(this.agentId, { cursor: found.next_cursor, done: !found.next_cursor });
-      for (const record of found.records || []) this.store.upsertRecord(record);
+      for (const record of found.records) this.store.upsertRecord(record);
       this.loading = false;
       this.showMore();
     } catch (error) {
@@ -243,9 +283,8 @@ class Column {
   showMore(text, failed = false) {
     const page = this.store.pages.get(this.agentId);
     this.sentinel.classList.toggle('error', failed);
-    if (text) this.sentinel.textContent = text;
-    else if (page && page.done) this.sentinel.textContent = this.order.length ? 'beginning of history' : 'nothing recorded yet';
-    else this.sentinel.textContent = 'older…';
+    const end = this.order.length ? 'beginning of history' : 'nothing recorded yet';
+    this.sentinel.textContent = text || (page?.done ? end : 'older…');
     if (!failed && page && !page.done && !this.loading) {
       // Still in view (a short column): the observer will not fire again by itself.
       requestAnimationFrame(() => {

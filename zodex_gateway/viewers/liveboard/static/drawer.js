@@ -39,7 +39,13 @@ export class Drawer {
         { class: 'drawer-head' },
         h('h2', { text: 'All agents' }),
         h('span', { class: 'spacer' }),
-        h('button', { class: 'icon-btn', 'aria-label': 'Close', title: 'Close (Esc)', text: '✕', onclick: () => this.close() }),
+        h('button', {
+          class: 'icon-btn',
+          'aria-label': 'Close',
+          title: 'Close (Esc)',
+          text: '✕',
+          onclick: () => this.close(),
+        }),
       ),
       h(
         'div',
@@ -85,10 +91,16 @@ export class Drawer {
       this.list,
       agents.length ? null : h('li', { class: 'muted', text: 'No agents yet.' }),
       agents.map((agent) => {
-        const box = h('input', { type: 'checkbox', 'data-testid': 'drawer-toggle', 'aria-label': `Show ${agent.agent_id}` });
+        const box = h('input', {
+          type: 'checkbox',
+          'data-testid': 'drawer-toggle',
+          'aria-label': `Show ${agent.agent_id}`,
+        });
         box.checked = shown.includes(agent.agent_id);
-        box.addEventListener('change', () => this.settings.toggle(agent.agent_id, visibleAgentIds(this.store, this.settings)));
-        const count = agent.active_processes || 0;
+        box.addEventListener('change', () =>
+          this.settings.toggle(agent.agent_id, visibleAgentIds(this.store, this.settings)),
+        );
+        const count = agent.active_processes;
         return h(
           'li',
           { 'data-testid': 'drawer-agent', 'data-agent-id': agent.agent_id, class: box.checked ? 'shown' : '' },
@@ -104,7 +116,10 @@ export class Drawer {
           h(
             'div',
             { class: 'sub' },
-            startEllipsis(h('span', { class: 'workdir', title: agent.workdirs?.[0] || '' }), shortPath(agent.workdirs?.[0] || '', 4) || 'no workdir yet'),
+            startEllipsis(
+              h('span', { class: 'workdir', title: agent.workdirs[0] ?? '' }),
+              shortPath(agent.workdirs[0], 4) || 'no workdir yet',
+            ),
             h('span', { class: 'last-seen', text: ago(parseIso(agent.last_seen), now) }),
           ),
         );

@@ -56,7 +56,7 @@ const NAMED_KEYS = { '\n': '⏎', '\r': '\\r', '\t': '⇥', '\x1b': 'Esc', '\x7f
 export function typedPieces(chars) {
   const pieces = [];
   let run = '';
-  for (const ch of chars || '') {
+  for (const ch of chars) {
     const code = ch.codePointAt(0);
     let key = NAMED_KEYS[ch];
     if (key === undefined && (code < 0x20 || (code >= 0x80 && code < 0xa0))) {
@@ -74,20 +74,15 @@ export function typedPieces(chars) {
   return pieces;
 }
 
-// Unified diff lines (strings) as rows with their kind and line numbers; `---`/`+++`
-// headers are dropped (the file card names the file). Rows already given as objects
-// ({kind, text, old_line, new_line}) pass through.
+// A file's unified diff lines (docs/observer.md#timeline-records) as rows with their kind
+// (add, del, ctx, hunk, note) and line numbers; `---`/`+++` headers are dropped (the file
+// card names the file), and so is anything else a note: the `… N more rows` mark.
 export function diffRows(diff) {
   const rows = [];
   // Rows before any hunk header have no line numbers to show.
   let oldLine = null;
   let newLine = null;
-  for (const row of diff || []) {
-    if (row && typeof row === 'object') {
-      rows.push({ kind: row.kind, text: row.text ?? '', old: row.old_line ?? null, new: row.new_line ?? null });
-      continue;
-    }
-    const line = String(row);
+  for (const line of diff) {
     if (line.startsWith('--- ') || line.startsWith('+++ ')) continue;
     const hunk = /^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@/.exec(line);
     if (hunk) {

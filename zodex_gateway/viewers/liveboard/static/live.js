@@ -2,6 +2,7 @@
 // (a gap, an error, the first connection) re-reads what changed meanwhile.
 
 import * as api from './api.js';
+import { EVENT, MAX_PAGE_RECORDS } from './contract.js';
 
 // Clocks of the page and the runtime are the same machine's, but a record may be written
 // a little after the moment it reports; look back a little further than strictly needed.
@@ -53,15 +54,7 @@ export class Live {
         this.recover(this.lostAt);
       }
     };
-    source.onmessage = (message) => {
-      let event;
-      try {
-        event = JSON.parse(message.data);
-      } catch {
-        return;
-      }
-      this.handle(event);
-    };
+    source.onmessage = (message) => this.handle(JSON.parse(message.data));
     source.onerror = () => {
       if (!this.recoverOnOpen) {
         this.recoverOnOpen = true;
@@ -79,28 +72,28 @@ export class Live {
   }
 
   handle(event) {
-    if (!event || typeof event !== 'object') return;
-    this.store.lastEventMs = Math.max(this.store.lastEventMs, event.emitted_at_ms || 0);
-    const payload = event.payload || {};
+    this.store.lastEventMs = Math.max(this.store.lastEventMs, event.emitted_at_ms);
+    const payload = event.payload;
     switch (event.event_type) {
-      case 'agent_first_seen':
-      case 'agent_updated':
+      case EVENT.AGENT_FIRST_SEEN:
+      case EVENT.AGENT_UPDATED:
         this.store.upsertAgent(payload);
         break;
-      case 'presentation_updated':
+      case EVENT.PRESENTATION_UPDATED:
         this.store.upsertRecord(payload);
         break;
-      case 'output':
+      case EVENT.OUTPUT:
+        // presentation_id is null for a session whose command the runtime no longer knows.
         this.store.appendOutput(event.presentation_id, payload.session_handle, payload.display_text);
         break;
-      case 'gap': {
+      case EVENT.GAP: {
         // 0 means the hub cannot tell when the missed events began: use our own last one.
         const hints = [payload.recovery_since_ms, this.store.lastEventMs].filter((ms) => ms > 0);
         this.recover(hints.length ? Math.min(...hints) : this.lostAt);
         break;
       }
       default:
-        break;
+        break; // what the board does not show: calls, process starts and ends
     }
   }
 
@@ -108,11 +101,11 @@ export class Live {
     const since = Math.max(0, (sinceMs || Date.now()) - RECOVERY_MARGIN_MS);
     try {
       const { agents } = await api.agents();
-      for (const agent of agents || []) this.store.upsertAgent(agent);
+      for (const agent of agents) this.store.upsertAgent(agent);
       let cursor = null;
       for (let page = 0; page < RECOVERY_PAGES; page++) {
-        const found = await api.timeline({ recovery_since_ms: Math.floor(since), limit: 100, cursor });
-        for (const record of found.records || []) this.store.upsertRecord(record);
+        const found = await api.timeline({ recovery_since_ms: Math.floor(since), limit: MAX_PAGE_RECORDS, cursor });
+        for (const record of found.records) this.store.upsertRecord(record);
         cursor = found.next_cursor;
         if (!cursor) break;
       }

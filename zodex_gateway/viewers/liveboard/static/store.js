@@ -1,6 +1,8 @@
 // What the board knows: agents, timeline records, and the output of running commands as
 // it streams. Views listen for 'agent', 'record' and 'output' events.
 
+import { COMMAND_STATUS, KIND } from './contract.js';
+
 const LIVE_OUTPUT_CHARS = 64 * 1024;
 
 export class Store extends EventTarget {
@@ -22,21 +24,19 @@ export class Store extends EventTarget {
   }
 
   upsertAgent(agent) {
-    if (!agent || typeof agent.agent_id !== 'string') return;
     this.agents.set(agent.agent_id, agent);
     this.emit('agent', { agent });
   }
 
   upsertRecord(record) {
-    if (!record || typeof record.presentation_id !== 'string') return;
     const id = record.presentation_id;
     const known = this.records.get(id);
     // Fetched pages and pushed updates race; the newer version of a record wins.
-    if (known && (known.updated_at_ms ?? 0) > (record.updated_at_ms ?? 0)) return;
+    if (known && known.updated_at_ms > record.updated_at_ms) return;
     this.records.set(id, record);
-    this.lastUpdatedMs = Math.max(this.lastUpdatedMs, record.updated_at_ms ?? 0);
+    this.lastUpdatedMs = Math.max(this.lastUpdatedMs, record.updated_at_ms);
     this.touchAgent(record);
-    if (record.kind === 'command') {
+    if (record.kind === KIND.COMMAND) {
       if (record.session_handle) this.handles.set(record.session_handle, id);
       this.settleOutput(record);
     }
@@ -46,21 +46,22 @@ export class Store extends EventTarget {
   // The runtime does not push an agent for a new last_seen alone; its records show it.
   touchAgent(record) {
     const agent = this.agents.get(record.agent_id);
-    if (!agent || !record.updated_at || Date.parse(record.updated_at) <= Date.parse(agent.last_seen || 0)) return;
+    if (!agent || Date.parse(record.updated_at) <= Date.parse(agent.last_seen)) return;
     this.upsertAgent({ ...agent, last_seen: record.updated_at });
   }
 
   // Streamed output comes as complete lines; a record's tail (the truth as of its update)
   // also holds the line still being written. That partial line is shown until the next
   // streamed text, which carries its final form. Streamed text that already ends with the
-  // tail's complete lines is kept: it may reach further back than the tail's 4000 characters.
+  // tail's complete lines is kept: it may reach further back than the tail's last characters.
   settleOutput(record) {
     const id = record.presentation_id;
-    const tail = record.output_tail || '';
+    const tail = record.output_tail;
     const cut = tail.lastIndexOf('\n') + 1;
     const [lines, partial] = [tail.slice(0, cut), tail.slice(cut)];
     const live = this.outputs.get(id);
-    const committed = live === undefined ? undefined : live.slice(0, live.length - (this.partials.get(id) || '').length);
+    const committed =
+      live === undefined ? undefined : live.slice(0, live.length - (this.partials.get(id) || '').length);
     if (committed !== undefined && (!tail || committed.endsWith(lines))) {
       if (!tail) return;
       this.outputs.set(id, committed + partial);
@@ -74,7 +75,7 @@ export class Store extends EventTarget {
     const id = presentationId || this.handles.get(sessionHandle);
     if (!id || !text) return;
     const record = this.records.get(id);
-    if (record && record.kind === 'command' && record.status !== 'running') return;
+    if (record && record.kind === KIND.COMMAND && record.status !== COMMAND_STATUS.RUNNING) return;
     const live = this.outputs.get(id) ?? '';
     let next = live.slice(0, live.length - (this.partials.get(id) || '').length) + text;
     this.partials.delete(id);
@@ -88,7 +89,7 @@ export class Store extends EventTarget {
   }
 
   outputOf(record) {
-    return this.outputs.get(record.presentation_id) ?? record.output_tail ?? '';
+    return this.outputs.get(record.presentation_id) ?? record.output_tail;
   }
 
   recordsOf(agentId) {
@@ -98,7 +99,7 @@ export class Store extends EventTarget {
 
 // Newest first; ids (time-sorted) break ties.
 export function newerFirst(a, b) {
-  const byTime = (b.started_at_ms ?? 0) - (a.started_at_ms ?? 0);
+  const byTime = b.started_at_ms - a.started_at_ms;
   if (byTime) return byTime;
   return a.presentation_id < b.presentation_id ? 1 : a.presentation_id > b.presentation_id ? -1 : 0;
 }
