@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from enum import IntEnum
 
 import click
@@ -67,7 +68,14 @@ def setup(tunnel_command: str | None, tunnel_id: str | None, rotate_observabilit
     else:
         ensure_bearer(paths.observer_bearer)
     if tunnel_command is not None or tunnel_id is not None:
-        _update_config({"tunnel.command": tunnel_command, "tunnel.id": tunnel_id})
+        tunnel = {"tunnel.command": tunnel_command, "tunnel.id": tunnel_id}
+
+        def record_tunnel(settings: LocalConfig) -> None:
+            for key, value in tunnel.items():
+                if value is not None:
+                    settings.set(key, value)
+
+        _update_config(record_tunnel)
         click.echo(f"tunnel recorded in {config_path()}")
 
 
@@ -162,11 +170,19 @@ def config_get(key: str | None) -> None:
 @click.argument("value")
 def config_set(key: str, value: str) -> None:
     """Change one setting. Refused while Local runs: stop it first."""
-    _update_config({key: value})
+    _update_config(lambda settings: settings.set(key, value))
     click.echo(f"{key} = {format_value(key, LocalConfig.load(config_path()).get(key))}")
 
 
-def _update_config(changes: dict[str, str | None]) -> None:
+@config.command("unset")
+@click.argument("key")
+def config_unset(key: str) -> None:
+    """Put one setting back to its default. Refused while Local runs: stop it first."""
+    _update_config(lambda settings: settings.unset(key))
+    click.echo(f"{key} = {format_value(key, LocalConfig.load(config_path()).get(key))}  (default)")
+
+
+def _update_config(change: Callable[[LocalConfig], None]) -> None:
     running = lifecycle.active(LocalPaths.from_env())
     if running is not None:
         _fail(
@@ -176,9 +192,7 @@ def _update_config(changes: dict[str, str | None]) -> None:
         )
     try:
         settings = LocalConfig.load(config_path())
-        for key, value in changes.items():
-            if value is not None:
-                settings.set(key, value)
+        change(settings)
         settings.save(config_path())
     except ConfigError as exc:
         _fail(str(exc), Exit.REFUSED)

@@ -33,8 +33,6 @@ class Terminal(Protocol):
 
     def write(self, data: bytes) -> int: ...
 
-    def resize(self, rows: int, cols: int) -> None: ...
-
     def close(self) -> None: ...
 
 
@@ -46,9 +44,6 @@ class PosixTerminal:
 
     def write(self, data: bytes) -> int:
         return os.write(self.fd, data)
-
-    def resize(self, rows: int, cols: int) -> None:
-        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, _winsize(rows, cols))
 
     def close(self) -> None:
         if not self.closed:

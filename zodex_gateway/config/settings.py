@@ -213,7 +213,9 @@ def _parse(key: ConfigKey, text: str) -> object:
             return parse_bool(text)
         if key.kind == "string":
             if not text.strip():
-                raise ConfigError("empty value; to go back to the default, unset the key")
+                raise ConfigError(
+                    f"empty value; `zodex local config unset {key.name}` goes back to the default"
+                )
             if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
                 raise ConfigError("must be a single line without control characters")
             return text

@@ -21,7 +21,7 @@ import time
 from zodex_gateway.config.settings import LocalConfig, config_path
 from zodex_gateway.fleet.runtime import Runtime, default_shell
 from zodex_gateway.local.bearer import ensure_bearer, write_secret
-from zodex_gateway.local.discovery import Discovery, OwnedProcess, iso, write_owned
+from zodex_gateway.local.discovery import RUNTIME_ENV, Discovery, OwnedProcess, iso, write_owned
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.tunnel import start_tunnel, stop_tunnel
 from zodex_gateway.observer import file_bearer
@@ -34,7 +34,6 @@ from zodex_system import proctree
 
 log = logging.getLogger("zodex.local")
 
-RUNTIME_ENV = "ZODEX_RUNTIME_ID"  # inherited by workers and commands: finds leftovers after a crash
 LOG_BYTES = 2 * 1024 * 1024
 LOG_BACKUPS = 3
 

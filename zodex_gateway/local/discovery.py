@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
+# Set by the runtime and inherited by its workers and commands: finds leftovers after a crash.
+RUNTIME_ENV = "ZODEX_RUNTIME_ID"
 
 
 def iso(timestamp: float | None) -> str | None:

@@ -1,4 +1,9 @@
-"""``zodex local start | stop | status`` as typed functions; the CLI only prints and exits."""
+"""``zodex local start | stop | status`` as typed functions; the CLI only prints and exits.
+
+Light on imports: ``status``, ``stop`` and ``logs`` read files and signal processes, so
+nothing here loads the server (MCP, Starlette, uvicorn) or, until a runtime's workers are
+asked, ZeroMQ (tests/gateway/test_cli.py).
+"""
 
 from __future__ import annotations
 
@@ -15,11 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from zodex_gateway.local.crash import crash_of
-from zodex_gateway.local.daemon import RUNTIME_ENV
-from zodex_gateway.local.discovery import Discovery, read_owned
+from zodex_gateway.local.discovery import RUNTIME_ENV, Discovery, read_owned
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.tunnel import kill_tunnel_group
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
@@ -88,7 +90,7 @@ def start(paths: LocalPaths, start_directory: str, ttl_seconds: float | None) ->
         raise LocalError(f"Zodex Local failed to start{_log_hint(paths)}")
     try:
         _check_answers_mcp(discovery)
-    except (httpx.HTTPError, LocalError) as exc:
+    except LocalError as exc:
         _abandon(daemon, paths)
         raise LocalError(f"Zodex Local started but did not answer MCP ({exc}){_log_hint(paths)}") from exc
     # The runtime lives on its own: mark the Popen as settled so it never tries to reap it.
@@ -115,6 +117,8 @@ def _read_ready(fd: int) -> str:
 
 
 def _check_answers_mcp(discovery: Discovery) -> None:
+    import httpx  # only `start` talks HTTP
+
     token = Path(discovery.mcp["token_path"]).read_text().strip()
     body = {
         "jsonrpc": "2.0",
@@ -126,12 +130,15 @@ def _check_answers_mcp(discovery: Discovery) -> None:
             "clientInfo": {"name": "zodex-local-start", "version": "1"},
         },
     }
-    response = httpx.post(
-        discovery.mcp["url"],
-        json=body,
-        headers={"X-Zodex-Local-Token": token, "Accept": "application/json, text/event-stream"},
-        timeout=10,
-    )
+    try:
+        response = httpx.post(
+            discovery.mcp["url"],
+            json=body,
+            headers={"X-Zodex-Local-Token": token, "Accept": "application/json, text/event-stream"},
+            timeout=10,
+        )
+    except httpx.HTTPError as exc:
+        raise LocalError(str(exc)) from exc
     if response.status_code != 200 or "result" not in response.json():
         raise LocalError(f"HTTP {response.status_code}")
 

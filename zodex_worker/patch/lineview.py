@@ -38,13 +38,9 @@ def _identity(line: str) -> str:
     return line
 
 
+# The passes, loosest last: exact, ignoring trailing whitespace, ignoring surrounding
+# whitespace, ignoring whitespace and typographic punctuation.
 NORMALISERS: tuple[Callable[[str], str], ...] = (_identity, str.rstrip, str.strip, fold)
-PASS_NAMES = (
-    "exact",
-    "ignoring trailing whitespace",
-    "ignoring surrounding whitespace",
-    "ignoring whitespace and typographic punctuation",
-)
 
 
 class LineView:
