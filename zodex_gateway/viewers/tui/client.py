@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import httpx
+from httpx_sse import EventSource, ServerSentEvent
 
 if TYPE_CHECKING:
     # Only a type here: the viewer gets the access object from its caller.
@@ -54,37 +55,15 @@ class Event:
         )
 
 
-class SseParser:
-    """Server-sent events, one line at a time: ``data:`` lines accumulate until a blank
-    line ends the frame; ``id:`` is remembered; comments (``: keepalive``) are skipped."""
-
-    def __init__(self) -> None:
-        self._data: list[str] = []
-        self.last_id: str | None = None
-
-    def feed(self, line: str) -> Event | None:
-        if line == "":
-            return self._dispatch()
-        if line.startswith(":"):
-            return None
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            self._data.append(value)
-        elif name == "id" and "\0" not in value:
-            self.last_id = value
+def decode_event(sse: ServerSentEvent) -> Event | None:
+    """One frame of the stream (httpx-sse has skipped the comments and joined its ``data:``
+    lines); None for a frame that is not a JSON object: one bad frame must not end the
+    stream. Its ``id:`` is the event's ``sequence``, which a reconnect resumes from."""
+    try:
+        data = json.loads(sse.data)
+    except ValueError:
         return None
-
-    def _dispatch(self) -> Event | None:
-        if not self._data:
-            return None
-        text = "\n".join(self._data)
-        self._data = []
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return None  # one bad frame must not end the stream
-        return Event.from_json(data) if isinstance(data, dict) else None
+    return Event.from_json(data) if isinstance(data, dict) else None
 
 
 @dataclass(frozen=True)
@@ -192,7 +171,6 @@ class ObserverClient:
         if last_event_id is not None:
             headers["Last-Event-ID"] = str(last_event_id)
         timeout = httpx.Timeout(REQUEST_TIMEOUT, read=EVENTS_READ_TIMEOUT)
-        parser = SseParser()
         try:
             async with self._http.stream(
                 "GET", "/v1/events", params=params, headers=headers, timeout=timeout
@@ -202,11 +180,11 @@ class ObserverClient:
                     raise ObserverError(response.status_code, _error_text(response))
                 if on_open is not None:
                     await on_open()
-                async for line in response.aiter_lines():
-                    event = parser.feed(line)
+                async for sse in EventSource(response).aiter_sse():
+                    event = decode_event(sse)
                     if event is not None:
                         yield event
-        except httpx.HTTPError as exc:
+        except httpx.HTTPError as exc:  # httpx-sse's SSEError (not an event stream) is one too
             raise ObserverError(0, _transport_text(exc)) from exc
 
     async def _get(self, path: str, params: dict[str, str | int] | None = None) -> dict[str, Any]:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
+
+from zodex_gateway.local.observer_access import ObserverAccess
 from zodex_gateway.viewers.tui import render
-from zodex_gateway.viewers.tui.client import Event, SseParser
+from zodex_gateway.viewers.tui.client import Event, ObserverClient
 from zodex_gateway.viewers.tui.model import OUTPUT_TAIL_CHARS, Board, search_text
 
 
@@ -229,8 +233,7 @@ def test_durations() -> None:
     ]
 
 
-def test_sse_parser_reads_frames_and_skips_comments() -> None:
-    parser = SseParser()
+async def test_the_event_stream_reads_frames_and_skips_comments_and_bad_frames() -> None:
     lines = [
         ": connected",
         "",
@@ -241,7 +244,34 @@ def test_sse_parser_reads_frames_and_skips_comments() -> None:
         ": keepalive",
         "data: not json",
         "",
+        "id: 8",
+        "",
+        "id: 9",
+        'data: {"sequence": 9, "event_type": "gap", "payload": {"reason": "subscriber_overflow"}}',
+        "",
     ]
-    events = [e for e in (parser.feed(line) for line in lines) if e is not None]
-    assert events == [Event(7, "output", "ab12", "p1", 5, {"seq": 1})]
-    assert parser.last_id == "7"
+    body = "\n".join(lines).encode() + b"\n"
+    asked: list[httpx.Request] = []
+
+    class Dribble(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for at in range(0, len(body), 7):  # frames and lines split across reads
+                yield body[at : at + 7]
+
+    def observer(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        headers = {"content-type": "text/event-stream; charset=utf-8"}
+        return httpx.Response(200, headers=headers, stream=Dribble())
+
+    access = ObserverAccess("http://127.0.0.1:9", "b" * 32, "rt")
+    client = ObserverClient(access, transport=httpx.MockTransport(observer))
+    try:
+        events = [event async for event in client.events(last_event_id=6)]
+    finally:
+        await client.aclose()
+    assert events == [
+        Event(7, "output", "ab12", "p1", 5, {"seq": 1}),
+        Event(9, "gap", None, None, 0, {"reason": "subscriber_overflow"}),
+    ]
+    assert asked[0].headers["last-event-id"] == "6", "a reconnect resumes after the last sequence seen"
+    assert asked[0].headers["accept"] == "text/event-stream"
