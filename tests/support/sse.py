@@ -1,7 +1,7 @@
 """Reading server-sent events the way a viewer does: frames of ``id:`` and ``data:`` lines.
 
 Hand-written, not httpx-sse as in the terminal viewer: these tests also check the comments
-(``: connected``, ``: keepalive``) and every frame's ``id:``, which httpx-sse does not keep."""
+(``: connected``, ``: keepalive``), which httpx-sse drops."""
 
 from __future__ import annotations
 
