@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
-from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.limits import Limits
 
@@ -27,7 +27,7 @@ def check_workdir(workdir: str) -> str:
     return os.path.realpath(workdir)
 
 
-def check_type(args: dict[str, Any], name: str, kind: type, *, required: bool) -> Any:
+def check_type(args: Mapping[str, Any], name: str, kind: type, *, required: bool) -> Any:
     """One argument's presence and JSON type, with a message naming the field."""
     value = args.get(name)
     if value is None:
@@ -63,15 +63,12 @@ def check_length(name: str, value: str, limit: int) -> None:
         )
 
 
-def check_exec_args(args: dict[str, Any], limits: Limits) -> str:
+def check_exec_args(args: Mapping[str, Any], limits: Limits) -> str:
     """docs/tools.md#exec_command order: workdir absolute → exists → directory, then cmd. Returns the real path."""
     cmd = check_type(args, "cmd", str, required=True)
     workdir = check_type(args, "workdir", str, required=True)
     check_type(args, "yield_time_ms", int, required=False)
     check_type(args, "timeout_ms", int, required=False)
-    tag = check_type(args, messages.EXEC_TAG, str, required=False)
-    if tag is not None:
-        check_length(messages.EXEC_TAG, tag, messages.MAX_TAG_CHARS)
     real = check_workdir(workdir)
     if not cmd.strip():
         raise ProtocolError(ErrorCode.INVALID_ARGUMENT, "cmd must not be empty")
@@ -80,7 +77,7 @@ def check_exec_args(args: dict[str, Any], limits: Limits) -> str:
     return real
 
 
-def check_write_args(args: dict[str, Any], limits: Limits) -> str:
+def check_write_args(args: Mapping[str, Any], limits: Limits) -> str:
     handle = check_type(args, "session_handle", str, required=True)
     chars = check_type(args, "chars", str, required=False)
     check_type(args, "yield_time_ms", int, required=False)
@@ -90,7 +87,7 @@ def check_write_args(args: dict[str, Any], limits: Limits) -> str:
     return str(handle)
 
 
-def check_patch_args(args: dict[str, Any], limits: Limits) -> str:
+def check_patch_args(args: Mapping[str, Any], limits: Limits) -> str:
     """docs/tools.md#apply_patch: the workdir is checked before the patch is even looked at."""
     workdir = check_type(args, "workdir", str, required=True)
     real = check_workdir(workdir)

@@ -86,13 +86,14 @@ async def run(args: argparse.Namespace) -> int:
     )
     publisher = EventPublisher(pub, codec)
     loop.add_reader(pub_fd, publisher.read_subscriptions)
-    service = WorkerService(config, reaper, publisher)
+    stop = asyncio.Event()
+    idle = IdleTimer(loop, limits.idle_worker_exit_s, stop, lambda: service.table.jobs_left_behind())
+    service = WorkerService(
+        config, reaper, publisher, on_idle_change=lambda: idle.update(service.table.running_count())
+    )
     server = WorkerServer(service, router, codec)
 
-    stop = asyncio.Event()
     watch_runtime_owner(layout.runtime_lock, loop, stop)
-    idle = IdleTimer(loop, limits.idle_worker_exit_s, stop, service.table.jobs_left_behind)
-    service.on_idle_change = lambda: idle.update(service.table.running_count())
     idle.update(0)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
@@ -151,7 +152,7 @@ def _leave_tombstones(path: Path, service: WorkerService) -> None:
     answering after a clean exit (docs/sessions.md#after-exit: tombstones live an hour)."""
     wall_offset = time.time() - time.monotonic()
     finals = {
-        handle: {"final": stone.final, "expires_at": stone.expires_at + wall_offset}
+        handle: {"final": stone.final.to_body(), "expires_at": stone.expires_at + wall_offset}
         for handle, stone in service.table.tombstones.items()
     }
     tmp = path.with_suffix(".tmp")

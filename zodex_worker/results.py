@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from zodex_protocol.replies import SessionResult
 from zodex_worker.session import Session
 
 
@@ -30,34 +29,29 @@ def summary_line(session: Session) -> str:
     return line
 
 
-def session_result(session: Session, output: str) -> dict[str, Any]:
-    result: dict[str, Any] = {
-        "summary": summary_line(session),
-        "status": "running" if session.running else "exited",
-        "output": output,
-        "cwd": session.refresh_cwd(),
-        "wall_time_ms": session.wall_time_ms(),
-    }
+def session_result(session: Session, output: str) -> SessionResult:
     ending = session.ending
-    if ending is None:
-        result["session_handle"] = session.handle
-    else:
-        result["exit_code"] = ending.exit_code
-        if ending.signal is not None:
-            result["signal"] = ending.signal
-        result["termination_reason"] = ending.reason
-        if ending.left_behind or ending.background:
-            # The handle stays the way to poll and kill the jobs the command left behind
-            # (docs/sessions.md#background-processes).
-            result["background_processes"] = ending.background
-            if ending.background:
-                result["session_handle"] = session.handle
-    spill = session.output.spill_fields()
-    if spill is not None:
-        result.update(spill)
-    return result
+    running = ending is None
+    # The handle stays the way to poll and kill the jobs an exited command left behind
+    # (docs/sessions.md#background-processes).
+    keeps_handle = ending is None or ending.background > 0
+    return SessionResult(
+        summary=summary_line(session),
+        status="running" if running else "exited",
+        output=output,
+        cwd=session.refresh_cwd(),
+        wall_time_ms=session.wall_time_ms(),
+        exit_code=None if ending is None else ending.exit_code,
+        signal=None if ending is None else ending.signal,
+        termination_reason=None if ending is None else ending.reason,
+        background_processes=(
+            ending.background if ending is not None and (ending.left_behind or ending.background) else None
+        ),
+        session_handle=session.handle if keeps_handle else None,
+        spilled=session.output.spilled(),
+    )
 
 
-def tombstone_result(final: dict[str, Any]) -> dict[str, Any]:
+def tombstone_result(final: SessionResult) -> SessionResult:
     """A poll of an evicted session: the final fields again, with no new output."""
-    return {**final, "output": ""}
+    return final.without_output()

@@ -18,6 +18,8 @@ import zmq.asyncio
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.events import WorkerEvent
+from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
 from zodex_worker.service import WorkerService
 
 log = logging.getLogger("zodex.worker")
@@ -45,12 +47,12 @@ class EventPublisher:
             elif message[:1] == b"\x00":
                 self._topics.discard(message[1:])
 
-    def __call__(self, event_type: str, body: dict[str, Any]) -> None:
+    def __call__(self, event: WorkerEvent) -> None:
         if not self._topics:
             return
-        frames = self._codec.serialize(Envelope(type=event_type, body=body))
+        frames = self._codec.serialize(Envelope(type=event.TYPE, body=event.to_body()))
         try:
-            self._socket.send_multipart([event_type.encode(), *frames], flags=zmq.NOBLOCK)
+            self._socket.send_multipart([event.TYPE.encode(), *frames], flags=zmq.NOBLOCK)
         except zmq.Again:
             pass
         # Sending can take in a pending (un)subscription without the edge-triggered fd
@@ -112,16 +114,19 @@ class WorkerServer:
         await self._router.send_multipart([identity, *self._codec.serialize(reply)])
 
     async def _on_ping(self, _body: dict[str, Any]) -> tuple[str, Any]:
-        return messages.PONG, self.service.ping()
+        return messages.PONG, self.service.ping().to_body()
 
     async def _on_exec(self, body: dict[str, Any]) -> tuple[str, Any]:
-        return messages.RESULT, await self.service.exec(body)
+        request = ExecRequest.from_body(body, self.service.limits)
+        return messages.RESULT, (await self.service.exec(request)).to_body()
 
     async def _on_write(self, body: dict[str, Any]) -> tuple[str, Any]:
-        return messages.RESULT, await self.service.write(body)
+        request = WriteRequest.from_body(body, self.service.limits)
+        return messages.RESULT, (await self.service.write(request)).to_body()
 
     async def _on_patch(self, body: dict[str, Any]) -> tuple[str, Any]:
-        return messages.PATCHED, await self.service.patch(body)
+        request = PatchRequest.from_body(body, self.service.limits)
+        return messages.PATCHED, (await self.service.patch(request)).to_body()
 
     async def _on_shutdown(self, _body: dict[str, Any]) -> tuple[str, Any]:
         await self.service.shutdown()

@@ -1,8 +1,9 @@
 """What a worker does, independent of how requests reach it.
 
-:class:`WorkerService` validates, spawns, types, polls, kills and patches; the ZeroMQ
-server (server.py) and the gateway's in-process twin both call it. Tool-level refusals
-raise :class:`~zodex_protocol.errors.ProtocolError` with a 2xx code.
+:class:`WorkerService` spawns, types, polls, kills and patches; the ZeroMQ server
+(server.py) and the gateway's in-process twin both call it with requests already read
+and checked (``zodex_protocol.requests``). Tool-level refusals raise
+:class:`~zodex_protocol.errors.ProtocolError` with a 2xx code.
 """
 
 from __future__ import annotations
@@ -11,15 +12,15 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
-from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.events import ProcessStarted
 from zodex_protocol.handles import SessionHandle
 from zodex_protocol.limits import Limits
-from zodex_protocol.validation import check_exec_args, check_patch_args, check_write_args
+from zodex_protocol.replies import EvictedSession, Patched, PatchedFile, Pong, SessionResult
+from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
 from zodex_system import proctree
 from zodex_system.cgroups import Group, SessionGroups
 from zodex_worker.output import SessionOutput
@@ -56,57 +57,62 @@ class WorkerConfig:
 
 
 class WorkerService:
-    def __init__(self, config: WorkerConfig, reaper: Reaper, publish: EventSink) -> None:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        reaper: Reaper,
+        publish: EventSink,
+        *,
+        on_idle_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        """``on_idle_change`` is called whenever a session starts or ends (the idle exit
+        timer listens)."""
         self.config = config
         self.limits = config.limits
         self.table = SessionTable(config.limits.sessions_per_worker, config.limits.tombstone_s)
         self._reaper = reaper
         self._publish = publish
         self.stopping = False
-        self.on_idle_change: Callable[[], None] = lambda: None
+        self._on_idle_change = on_idle_change
 
     # ---- requests ----------------------------------------------------------------------
 
-    def ping(self) -> dict[str, Any]:
-        return {
-            "worker_id": self.config.worker_id,
-            "incarnation": self.config.incarnation,
-            "pid": os.getpid(),
-            "workdir": self.config.workdir,
-            "live_sessions": self.table.running_count(),
-        }
+    def ping(self) -> Pong:
+        return Pong(
+            worker_id=self.config.worker_id,
+            incarnation=self.config.incarnation,
+            pid=os.getpid(),
+            workdir=self.config.workdir,
+            live_sessions=self.table.running_count(),
+        )
 
-    async def exec(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def exec(self, request: ExecRequest) -> SessionResult:
         self._refuse_if_stopping()
-        check_exec_args(body, self.limits)
-        cmd, workdir = body["cmd"], body["workdir"]
-        yield_ms = self.limits.clamp_yield(body.get("yield_time_ms"), for_exec=True)
-        timeout_ms = self.limits.clamp_timeout(body.get("timeout_ms"))
+        yield_ms = self.limits.clamp_yield(request.yield_time_ms, for_exec=True)
+        timeout_ms = self.limits.clamp_timeout(request.timeout_ms)
         evicted = self.table.make_room()
-        session = self._spawn(cmd, workdir, timeout_ms, body.get(messages.EXEC_TAG))
+        session = self._spawn(request.cmd, request.workdir, timeout_ms, request.tag)
         await session.wait_exit(yield_ms / 1000)
         async with session.lock:
             result = session_result(session, session.output.take_delta())
-            if "session_handle" in result:  # running, or left jobs behind
+            if result.session_handle is not None:  # running, or left jobs behind
                 session.handle_delivered = True
             else:
                 # Wire-only (the gateway strips it): history links the exited session's
                 # output and lifecycle to this call, though the model never needs the handle.
-                result[messages.SESSION_KEY] = session.handle
+                result = replace(result, session=session.handle)
             if not session.running and session.ending is not None and not session.ending.background:
                 # Nobody holds this handle; a session that left jobs behind stays so its
                 # timeout (or the runtime's stop) can still end them.
                 self.table.drop(session)
             session.last_used = time.monotonic()
             if evicted is not None:
-                _report_eviction(result, evicted)
+                result = _report_eviction(result, evicted)
             return result
 
-    async def write(self, body: dict[str, Any]) -> dict[str, Any]:
-        handle = check_write_args(body, self.limits)
-        chars: str = body.get("chars") or ""
-        kill = bool(body.get("kill_process", False))
-        yield_ms = self.limits.clamp_yield(body.get("yield_time_ms"), for_exec=False)
+    async def write(self, request: WriteRequest) -> SessionResult:
+        handle, chars, kill = request.session_handle, request.chars, request.kill_process
+        yield_ms = self.limits.clamp_yield(request.yield_time_ms, for_exec=False)
         found = self.table.find(handle)
         if found is None:
             raise ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {handle}")
@@ -131,29 +137,17 @@ class WorkerService:
             session.last_used = time.monotonic()
             return result
 
-    async def patch(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def patch(self, request: PatchRequest) -> Patched:
         self._refuse_if_stopping()
-        check_patch_args(body, self.limits)
-        patch, workdir = body["patch"], body["workdir"]
         from zodex_worker.patch import apply_patch
 
         # File I/O of a big patch must not stall the PTY readers on this loop.
-        outcome = await asyncio.to_thread(apply_patch, patch, workdir)
-        return {
-            "ok": outcome.ok,
-            "text": outcome.text,
-            "files": [
-                {
-                    "operation": f.operation,
-                    "path": f.path,
-                    "old_path": f.old_path,
-                    "added": f.added,
-                    "removed": f.removed,
-                    "diff": list(f.diff),
-                }
-                for f in outcome.files
-            ],
-        }
+        outcome = await asyncio.to_thread(apply_patch, request.patch, request.workdir)
+        files = tuple(
+            PatchedFile(f.operation, f.path, f.old_path, f.added, f.removed, tuple(f.diff))
+            for f in outcome.files
+        )
+        return Patched(ok=outcome.ok, text=outcome.text, files=files)
 
     async def shutdown(self) -> None:
         """Kill every session's processes (group and escapees) and forget the PTYs."""
@@ -197,23 +191,22 @@ class WorkerService:
             timeout_ms=timeout_ms,
             reaper=self._reaper,
             publish=self._publish,
-            on_end=lambda _s: self.on_idle_change(),
+            on_end=lambda _s: self._on_idle_change(),
             other_leaders=self._running_leaders,
             group=group,
         )
         self.table.add(session)
         self._publish(
-            "process_started",
-            {
-                "session": handle,
-                "pid": session.pid,
-                "cmd": cmd,
-                "cwd": workdir,
-                "started_at": session.started_wall,
-                "tag": tag,
-            },
+            ProcessStarted(
+                session=handle,
+                pid=session.pid,
+                cmd=cmd,
+                cwd=workdir,
+                started_at=session.started_wall,
+                tag=tag,
+            )
         )
-        self.on_idle_change()
+        self._on_idle_change()
         return session
 
     def _spawn_terminal(
@@ -226,11 +219,14 @@ class WorkerService:
         return self.config.cgroups.spawn_in(lambda: spawn_terminal(argv, workdir, env))
 
 
-def _report_eviction(result: dict[str, Any], evicted: Session) -> None:
+def _report_eviction(result: SessionResult, evicted: Session) -> SessionResult:
     """Tell the model which session made room for this one (its handle now answers from
     its tombstone, and its left-behind jobs were ended): docs/sessions.md#capacity-and-eviction."""
     cmd = evicted.cmd
     if len(cmd) > EVICTED_CMD_CHARS:
         cmd = cmd[: EVICTED_CMD_CHARS - 1] + "…"
-    result["evicted_session"] = {"session_handle": evicted.handle, "cmd": cmd}
-    result["summary"] += f"; evicted {evicted.handle} to make room"
+    return replace(
+        result,
+        evicted_session=EvictedSession(evicted.handle, cmd),
+        summary=f"{result.summary}; evicted {evicted.handle} to make room",
+    )

@@ -14,8 +14,8 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from zodex_protocol.events import OutputEvent, ProcessEnded, WorkerEvent
 from zodex_protocol.limits import Limits
 from zodex_system import proctree
 from zodex_system.cgroups import Group
@@ -39,7 +39,7 @@ class Ending:
     left_behind: int = 0  # how many the command left behind when it ended
 
 
-EventSink = Callable[[str, dict[str, Any]], None]
+EventSink = Callable[[WorkerEvent], None]
 
 
 class Session:
@@ -163,7 +163,7 @@ class Session:
         self._event_text.clear()
         self._event_size = 0
         self._output_seq += 1  # lets a subscriber see that it missed events
-        self._publish("output", {"session": self.handle, "seq": self._output_seq, "text": text})
+        self._publish(OutputEvent(self.handle, self._output_seq, text))
 
     def _at_eof(self) -> None:
         self._eof = True
@@ -214,16 +214,15 @@ class Session:
             self.terminal.close()
         self._changed.set()
         self._publish(
-            "process_ended",
-            {
-                "session": self.handle,
-                "exit_code": code,
-                "signal": sig,
-                "reason": self._reason,
-                "ended_at": time.time(),
-                "background": len(leftovers),
-                "output_events": self._output_seq,
-            },
+            ProcessEnded(
+                session=self.handle,
+                exit_code=code,
+                signal=sig,
+                reason=self._reason,
+                ended_at=time.time(),
+                background=len(leftovers),
+                output_events=self._output_seq,
+            )
         )
         self._on_end(self)
 

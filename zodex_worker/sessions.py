@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.replies import SessionResult
 from zodex_worker.results import session_result
 from zodex_worker.session import Session
 
 
 @dataclass
 class Tombstone:
-    final: dict[str, Any]  # the session's last result, output left out
+    final: SessionResult  # the session's last result, output left out
     expires_at: float  # monotonic
 
 

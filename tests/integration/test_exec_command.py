@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import GatewayEnv
+from tests.support.gateway import GatewayEnv, gateway_env
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -32,6 +32,17 @@ async def test_lists_four_tools_with_annotations_and_schemas(genv: GatewayEnv, c
     for tool in tools.values():
         schema_text = str(tool.input_schema)
         assert "agent" not in schema_text and "runtime_id" not in schema_text
+
+
+async def test_descriptions_state_the_gateways_effective_limits(connect) -> None:
+    with gateway_env(exec_yield_ms=1_500, yield_max_ms=20_000, timeout_ms=90_000, poll_settle_ms=120) as env:
+        async with connect(env) as mcp:
+            listed = await mcp.client.list_tools()
+    tools = {t.name: t.input_schema["properties"] for t in listed.tools}
+    assert "Default 1500, clamped to 50..20000." in tools["exec_command"]["yield_time_ms"]["description"]
+    assert "Default 90000, clamped to 1000..7200000." in tools["exec_command"]["timeout_ms"]["description"]
+    write_yield = tools["write_stdin"]["yield_time_ms"]["description"]
+    assert "Default 10000, clamped to 50..20000." in write_yield and "quiet for 120 ms" in write_yield
 
 
 async def test_trivial_command_returns_at_once(genv: GatewayEnv, connect, tmp_path: Path) -> None:

@@ -4,12 +4,15 @@ real worker, with no sockets and no worker processes, so most gateway tests run 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.events import WorkerEvent
 from zodex_protocol.handles import SessionHandle, worker_id_for
 from zodex_protocol.limits import Limits
-from zodex_protocol.validation import check_exec_args, check_patch_args, check_write_args
+from zodex_protocol.replies import Patched, SessionResult
+from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
 from zodex_worker.reaper import Reaper
 from zodex_worker.service import WorkerConfig, WorkerService
 
@@ -22,10 +25,10 @@ class InProcessDispatcher:
         self._spill_dir = spill_dir
         self._shell = shell
         self._reaper = Reaper(asyncio.get_running_loop())
-        self._services: dict[str, Any] = {}
-        self.events: list[tuple[str, dict[str, Any]]] = []
+        self._services: dict[str, WorkerService] = {}
+        self.events: list[WorkerEvent] = []
 
-    def _service(self, real: str) -> Any:
+    def _service(self, real: str) -> WorkerService:
         worker_id = worker_id_for(real)
         if worker_id not in self._services:
             config = WorkerConfig(
@@ -36,29 +39,25 @@ class InProcessDispatcher:
                 shell=self._shell,
                 limits=self.limits,
             )
-            self._services[worker_id] = WorkerService(
-                config, self._reaper, lambda t, b: self.events.append((t, b))
-            )
+            self._services[worker_id] = WorkerService(config, self._reaper, self.events.append)
         return self._services[worker_id]
 
-    async def exec_command(self, args: dict[str, Any]) -> dict[str, Any]:
-        real = check_exec_args(args, self.limits)
-        result: dict[str, Any] = await self._service(real).exec(args)
-        return result
+    async def exec_command(self, args: Mapping[str, Any], *, tag: str | None = None) -> SessionResult:
+        request = ExecRequest.from_args(args, self.limits, tag=tag)
+        return await self._service(request.real_workdir).exec(request)
 
-    async def write_stdin(self, args: dict[str, Any]) -> dict[str, Any]:
-        handle = check_write_args(args, self.limits)
+    async def write_stdin(self, args: Mapping[str, Any]) -> SessionResult:
+        request = WriteRequest.from_args(args, self.limits)
+        handle = request.session_handle
         parsed = SessionHandle.parse(handle)
         service = self._services.get(parsed.worker_id) if parsed else None
         if service is None:
             raise ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {handle}")
-        result: dict[str, Any] = await service.write(args)
-        return result
+        return await service.write(request)
 
-    async def apply_patch(self, args: dict[str, Any]) -> dict[str, Any]:
-        real = check_patch_args(args, self.limits)
-        result: dict[str, Any] = await self._service(real).patch(args)
-        return result
+    async def apply_patch(self, args: Mapping[str, Any]) -> Patched:
+        request = PatchRequest.from_args(args, self.limits)
+        return await self._service(request.real_workdir).patch(request)
 
     async def close(self) -> None:
         for service in self._services.values():

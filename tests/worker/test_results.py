@@ -15,6 +15,8 @@ import pytest
 
 from tests.support.gateway import pid_alive, wait_for
 from zodex_protocol.limits import Limits
+from zodex_protocol.replies import SpilledOutput
+from zodex_protocol.requests import ExecRequest, WriteRequest
 from zodex_worker.reaper import Reaper
 from zodex_worker.results import session_result, summary_line, tombstone_result
 from zodex_worker.service import WorkerConfig, WorkerService
@@ -27,10 +29,10 @@ SPILL = {"output_file": "/s/f.txt", "output_chars": 20000, "output_lines": 3, "o
 
 @dataclass
 class FakeOutput:
-    spill: dict[str, object] | None = None
+    spill: dict[str, Any] | None = None
 
-    def spill_fields(self) -> dict[str, object] | None:
-        return self.spill
+    def spilled(self) -> SpilledOutput | None:
+        return None if self.spill is None else SpilledOutput(**self.spill)
 
 
 @dataclass
@@ -63,7 +65,8 @@ def summary(wall_ms: int, ending: Ending | None = None) -> str:
 
 
 def result(session: FakeSession, output: str = "") -> dict[str, Any]:
-    return session_result(session, output)  # type: ignore[arg-type]
+    """The result as the wire carries it."""
+    return session_result(session, output).to_body()  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -120,10 +123,10 @@ def test_spill_fields_are_added_only_when_present() -> None:
 
 
 def test_tombstone_repeats_the_final_fields_without_output() -> None:
-    final = result(FakeSession(400, ended(2)), "old output")
+    final = session_result(FakeSession(400, ended(2)), "old output")  # type: ignore[arg-type]
     stone = tombstone_result(final)
-    assert stone == {**final, "output": ""}
-    assert final["output"] == "old output", "the stored final result is not changed"
+    assert stone.to_body() == {**final.to_body(), "output": ""}
+    assert final.output == "old output", "the stored final result is not changed"
 
 
 # ---- real sessions ----------------------------------------------------------------------
@@ -140,7 +143,7 @@ async def service(tmp_path: Path) -> AsyncIterator[WorkerService]:
         shell=["/bin/bash", "-c"],
         limits=Limits(inline_output_chars=100, preview_chars=20),
     )
-    svc = WorkerService(config, reaper, lambda _t, _b: None)
+    svc = WorkerService(config, reaper, lambda _event: None)
     try:
         yield svc
     finally:
@@ -149,7 +152,12 @@ async def service(tmp_path: Path) -> AsyncIterator[WorkerService]:
 
 
 async def run(service: WorkerService, cmd: str, **args: Any) -> dict[str, Any]:
-    return await service.exec({"cmd": cmd, "workdir": service.config.workdir, **args})
+    request = ExecRequest.from_body({"cmd": cmd, "workdir": service.config.workdir, **args}, service.limits)
+    return (await service.exec(request)).to_body()
+
+
+async def write(service: WorkerService, **args: Any) -> dict[str, Any]:
+    return (await service.write(WriteRequest.from_body(args, service.limits))).to_body()
 
 
 async def test_real_signal_death(service: WorkerService) -> None:
@@ -173,10 +181,10 @@ async def test_real_background_jobs_are_counted_then_killed(service: WorkerServi
 async def test_real_running_and_spilled_results(service: WorkerService) -> None:
     r = await run(service, "seq 1 100; sleep 300", yield_time_ms=50)
     while "output_file" not in r:  # the spill starts once the stream passes the inline limit
-        r = await service.write({"session_handle": r["session_handle"], "yield_time_ms": 2000})
+        r = await write(service, session_handle=r["session_handle"], yield_time_ms=2000)
     assert set(r) == BASE_FIELDS | {"session_handle"} | set(SPILL)
     assert r["output_file_truncated"] is False
     assert Path(r["output_file"]).read_text().startswith("1\n2\n3\n")
-    r = await service.write({"session_handle": r["session_handle"], "kill_process": True})
+    r = await write(service, session_handle=r["session_handle"], kill_process=True)
     assert set(r) == BASE_FIELDS | {"exit_code", "signal", "termination_reason"} | set(SPILL)
     assert re.fullmatch(r"killed after \d+\.\ds", r["summary"]), r

@@ -7,23 +7,29 @@ twin for unit tests, with no sockets and no worker processes, is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from zodex_gateway.fleet.supervisor import Supervisor, lost_message
 from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
-from zodex_protocol.validation import check_exec_args, check_patch_args, check_write_args
+from zodex_protocol.replies import Patched, SessionResult
+from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
 
 # A reply can take the longest yield, plus a kill's grace, plus slack for a busy machine.
 REQUEST_SLACK_S = 30.0
 
 
 class Dispatcher(Protocol):
-    async def exec_command(self, args: dict[str, Any]) -> dict[str, Any]: ...
+    """Takes a tool call's arguments (checked here, by docs/tools.md#argument-rules) and
+    returns the worker's typed reply. ``tag`` is the call's history id, echoed in the
+    command's ``process_started``."""
 
-    async def write_stdin(self, args: dict[str, Any]) -> dict[str, Any]: ...
+    async def exec_command(self, args: Mapping[str, Any], *, tag: str | None = None) -> SessionResult: ...
 
-    async def apply_patch(self, args: dict[str, Any]) -> dict[str, Any]: ...
+    async def write_stdin(self, args: Mapping[str, Any]) -> SessionResult: ...
+
+    async def apply_patch(self, args: Mapping[str, Any]) -> Patched: ...
 
     async def close(self) -> None: ...
 
@@ -34,11 +40,12 @@ class ZmqDispatcher:
         self.limits = supervisor.runtime.limits
         self._timeout = (self.limits.yield_max_ms + self.limits.kill_grace_ms) / 1000 + REQUEST_SLACK_S
 
-    async def exec_command(self, args: dict[str, Any]) -> dict[str, Any]:
-        real = check_exec_args(args, self.limits)
+    async def exec_command(self, args: Mapping[str, Any], *, tag: str | None = None) -> SessionResult:
+        request = ExecRequest.from_args(args, self.limits, tag=tag)
+        real = request.real_workdir
         client = await self.supervisor.worker_for(real)
         try:
-            result: dict[str, Any] = await client.request(messages.EXEC, args, self._timeout)
+            body = await client.request(messages.EXEC, request.to_body(), self._timeout)
         except ProtocolError as exc:
             if exc.code != ErrorCode.WORKER_LOST:
                 raise
@@ -46,26 +53,28 @@ class ZmqDispatcher:
                 ErrorCode.SESSION_LOST,
                 f"the worker for {real} exited unexpectedly while running the command; start the command again",
             ) from exc
-        return result
+        return SessionResult.from_body(body)
 
-    async def write_stdin(self, args: dict[str, Any]) -> dict[str, Any]:
-        handle = check_write_args(args, self.limits)
+    async def write_stdin(self, args: Mapping[str, Any]) -> SessionResult:
+        request = WriteRequest.from_args(args, self.limits)
+        handle = request.session_handle
         target = await self.supervisor.route_handle(handle)
         if isinstance(target, dict):
-            return target
+            return SessionResult.from_body(target)  # the final result an exited worker left
         try:
-            result: dict[str, Any] = await target.request(messages.WRITE, args, self._timeout)
+            body = await target.request(messages.WRITE, request.to_body(), self._timeout)
         except ProtocolError as exc:
             if exc.code != ErrorCode.WORKER_LOST:
                 raise
             raise ProtocolError(ErrorCode.SESSION_LOST, lost_message(handle, target.record.workdir)) from exc
-        return result
+        return SessionResult.from_body(body)
 
-    async def apply_patch(self, args: dict[str, Any]) -> dict[str, Any]:
-        real = check_patch_args(args, self.limits)
+    async def apply_patch(self, args: Mapping[str, Any]) -> Patched:
+        request = PatchRequest.from_args(args, self.limits)
+        real = request.real_workdir
         client = await self.supervisor.worker_for(real)
         try:
-            result: dict[str, Any] = await client.request(messages.PATCH, args, self._timeout)
+            body = await client.request(messages.PATCH, request.to_body(), self._timeout)
         except ProtocolError as exc:
             if exc.code != ErrorCode.WORKER_LOST:
                 raise
@@ -74,7 +83,7 @@ class ZmqDispatcher:
                 f"the worker for {real} exited unexpectedly while applying the patch; "
                 "check the files and apply it again",
             ) from exc
-        return result
+        return Patched.from_body(body)
 
     async def close(self) -> None:
         await self.supervisor.shutdown()

@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import zmq
 import zmq.asyncio
@@ -26,8 +25,9 @@ import zmq.asyncio
 from zodex_gateway.history import HistoryStore, HistoryUnavailable
 from zodex_gateway.redaction import SECRETS, OutputRedactor, SecretRegistry
 from zodex_protocol import messages
-from zodex_protocol.envelope import Envelope, WireCodec
+from zodex_protocol.envelope import WireCodec
 from zodex_protocol.errors import ProtocolError
+from zodex_protocol.events import OutputEvent, ProcessEnded, ProcessStarted, WorkerEvent, decode_event
 from zodex_protocol.layout import WorkerRecord
 
 log = logging.getLogger("zodex.gateway")
@@ -41,7 +41,7 @@ UNWRITABLE_REASON = "output events were not stored: history could not write"
 MAX_HELD_EVENTS = 10_000
 
 
-EventSink = Callable[[list[Envelope]], None]
+EventSink = Callable[[list[WorkerEvent]], None]
 
 
 class EventCapture:
@@ -66,7 +66,7 @@ class EventCapture:
         # Sessions whose events history failed to store, to be marked incomplete once it
         # writes again; capture goes on (a full disk may be freed).
         self._unstored: set[str] = set()
-        self._held: list[Envelope] = []
+        self._held: list[WorkerEvent] = []
         self._failing = False
         self._output_refused = False  # in the batch being written
 
@@ -112,16 +112,17 @@ class EventCapture:
         finally:
             socket.close(linger=0)
 
-    def _decode(self, frames: list[bytes]) -> Envelope | None:
+    def _decode(self, frames: list[bytes]) -> WorkerEvent | None:
         if len(frames) != 3:
             return None  # the welcome, or something that is not an event
         try:
-            return self._codec.deserialize(frames[1:])
+            envelope = self._codec.deserialize(frames[1:])
+            return decode_event(envelope.type, envelope.body)
         except ProtocolError as exc:
-            log.warning("unverifiable event dropped: %s", exc)
+            log.warning("unverifiable or malformed event dropped: %s", exc)
             return None
 
-    def _write(self, batch: list[list[bytes]]) -> list[Envelope]:
+    def _write(self, batch: list[list[bytes]]) -> list[WorkerEvent]:
         """Verify, decode and store a batch in arrival order; runs on a thread (the store is
         thread-safe). Returns the events, stored or not: viewers still see them."""
         events = self._redacted([e for e in map(self._decode, batch) if e is not None])
@@ -137,9 +138,8 @@ class EventCapture:
             if not self._failing:
                 log.warning("history capture could not store command events: %s", exc.cause)
                 self._failing = True
-            self._unstored.update(str(e.body.get("session", "")) for e in events)
-            self._unstored.discard("")
-            lifecycle = [e for e in events if e.type != messages.EVENT_OUTPUT]
+            self._unstored.update(e.session for e in events)
+            lifecycle = [e for e in events if not isinstance(e, OutputEvent)]
             self._held = (self._held + lifecycle)[-MAX_HELD_EVENTS:]
             return events
         if self._failing and not self._output_refused:
@@ -148,61 +148,58 @@ class EventCapture:
         self._output_refused = False
         return events
 
-    def _redacted(self, events: list[Envelope]) -> list[Envelope]:
+    def _redacted(self, events: list[WorkerEvent]) -> list[WorkerEvent]:
         """The events as history and viewers may see them. Output is redacted as a stream
         per session, so a secret split between two events is caught; what it held back
         comes out as one more output event (``seq`` None) just before the process ends."""
-        shown: list[Envelope] = []
+        shown: list[WorkerEvent] = []
         for event in events:
-            body: dict[str, Any] = event.body
-            handle = str(body.get("session", ""))
-            if event.type == messages.EVENT_OUTPUT:
+            handle = event.session
+            if isinstance(event, OutputEvent):
                 stream = self._streams.get(handle)
                 if stream is None:
                     stream = self._streams[handle] = self._secrets.output_stream()
-                body = {**body, "text": stream.feed(str(body.get("text", "")))}
-            elif event.type == messages.EVENT_PROCESS_STARTED:
-                body = {**body, "cmd": self._secrets.redact(str(body.get("cmd", "")))}
-            elif event.type == messages.EVENT_PROCESS_ENDED:
+                event = dataclasses.replace(event, text=stream.feed(event.text))
+            elif isinstance(event, ProcessStarted):
+                event = dataclasses.replace(event, cmd=self._secrets.redact(event.cmd))
+            else:
                 ending = self._streams.pop(handle, None)
                 rest = ending.finish() if ending is not None else ""
                 if rest:
-                    tail = {"session": handle, "seq": None, "text": rest}
-                    shown.append(Envelope(type=messages.EVENT_OUTPUT, body=tail))
-            shown.append(event if body is event.body else dataclasses.replace(event, body=body))
+                    shown.append(OutputEvent(session=handle, seq=None, text=rest))
+            shown.append(event)
         return shown
 
-    def _store_events(self, events: list[Envelope]) -> None:
+    def _store_events(self, events: list[WorkerEvent]) -> None:
         output: list[tuple[str, str]] = []
         for event in events:
-            body: dict[str, Any] = event.body
-            handle = str(body.get("session", ""))
-            if event.type == messages.EVENT_OUTPUT:
-                if body.get("seq") is not None:  # None: the redactor's held-back end
-                    self._check_seq(handle, int(body.get("seq", 0)))
-                output.append((handle, str(body.get("text", ""))))
+            handle = event.session
+            if isinstance(event, OutputEvent):
+                if event.seq is not None:  # None: the redactor's held-back end
+                    self._check_seq(handle, event.seq)
+                output.append((handle, event.text))
                 continue
             if output:
                 self._append_output(output)
                 output = []
-            if event.type == messages.EVENT_PROCESS_STARTED:
+            if isinstance(event, ProcessStarted):
                 self._store.process_started(
                     handle,
-                    pid=int(body["pid"]),
-                    cmd=str(body["cmd"]),
-                    cwd=str(body["cwd"]),
-                    started_at=float(body["started_at"]),
-                    invocation_id=body.get("tag") if isinstance(body.get("tag"), str) else None,
+                    pid=event.pid,
+                    cmd=event.cmd,
+                    cwd=event.cwd,
+                    started_at=event.started_at,
+                    invocation_id=event.tag,
                 )
-            elif event.type == messages.EVENT_PROCESS_ENDED:
-                if int(body.get("output_events", 0)) != self._last_seq.pop(handle, 0):
+            elif isinstance(event, ProcessEnded):
+                if event.output_events != self._last_seq.pop(handle, 0):
                     self._store.mark_output_incomplete(handle, GAP_REASON)
                 self._store.process_ended(
                     handle,
-                    exit_code=int(body["exit_code"]),
-                    signal=body.get("signal"),
-                    reason=str(body["reason"]),
-                    ended_at=float(body["ended_at"]),
+                    exit_code=event.exit_code,
+                    signal=event.signal,
+                    reason=event.reason,
+                    ended_at=event.ended_at,
                 )
         if output:
             self._append_output(output)

@@ -8,6 +8,7 @@ from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec, read_key_file
 from zodex_protocol.errors import ProtocolError
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
+from zodex_protocol.replies import Pong
 
 PING_TIMEOUT_MS = 2000
 
@@ -40,7 +41,7 @@ def _ping(context: zmq.Context[zmq.Socket[bytes]], codec: WireCodec, record: Wor
         reply = codec.deserialize(socket.recv_multipart())
         if reply.type != messages.PONG or reply.reply_to != request.id:
             return 0
-        return int(reply.body.get("live_sessions", 0))
+        return Pong.from_body(reply.body).live_sessions
     except (ProtocolError, zmq.ZMQError, ValueError, AttributeError):
         return 0
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,8 +24,9 @@ from zodex_gateway.fleet.dispatcher import Dispatcher
 from zodex_gateway.history import AgentRecord, FileChange, HistoryStore, HistoryUnavailable
 from zodex_gateway.mcp import tools
 from zodex_gateway.redaction import SECRETS, SecretRegistry, SessionResults
-from zodex_protocol import messages
 from zodex_protocol.errors import ProtocolError
+from zodex_protocol.limits import Limits
+from zodex_protocol.replies import Patched
 
 log = logging.getLogger("zodex.gateway")
 
@@ -58,8 +60,8 @@ def session_result(result: dict[str, Any]) -> types.CallToolResult:
     )
 
 
-def patch_result(body: dict[str, Any]) -> types.CallToolResult:
-    return types.CallToolResult(content=_text(str(body["text"])), is_error=not body["ok"])
+def patch_result(patched: Patched) -> types.CallToolResult:
+    return types.CallToolResult(content=_text(patched.text), is_error=not patched.ok)
 
 
 class CallWatcher(Protocol):
@@ -96,21 +98,41 @@ class Outcome:
     files: tuple[FileChange, ...] = ()
 
 
+# A dispatched tool: its arguments and the call's history id (None when not recorded).
+ToolHandler = Callable[[dict[str, Any], str | None], Awaitable[Outcome]]
+# A tool the gateway answers itself: the calling agent and the arguments.
+GatewayTool = Callable[[AgentRecord | None, dict[str, Any]], types.CallToolResult]
+
+
 class ToolHandlers:
     def __init__(
         self,
         dispatcher: Dispatcher,
         *,
+        limits: Limits | None = None,
         read_only_hint: bool = True,
         mode: str = "local",
         local: LocalFeatures | None = None,
     ) -> None:
+        """``limits``: the effective ones, which the tool descriptions state."""
         self.dispatcher = dispatcher
         self.mode = mode
         self.local = local or LocalFeatures()
         self._agents: dict[str, AgentRecord] = {}
         self._results = SessionResults(self.local.secrets)
-        self._tools = tools.tool_list(read_only_hint=read_only_hint, with_alias=mode == "local")
+        self._tools = tools.tool_list(
+            limits or Limits(), read_only_hint=read_only_hint, with_alias=mode == "local"
+        )
+        # One named handler per tool, as the worker has one per message type.
+        self._dispatched: dict[str, ToolHandler] = {
+            tools.EXEC_COMMAND: self._exec_command,
+            tools.WRITE_STDIN: self._write_stdin,
+            tools.APPLY_PATCH: self._apply_patch,
+        }
+        # Answered by the gateway, never recorded as calls: Local's only.
+        self._gateway_tools: dict[str, GatewayTool] = (
+            {tools.SET_AGENT_ALIAS: self._set_alias} if mode == "local" else {}
+        )
 
     async def list_tools(
         self, _ctx: ServerRequestContext[Any] | None, _params: types.PaginatedRequestParams | None
@@ -129,8 +151,9 @@ class ToolHandlers:
             if stop is None:
                 return error_result(str(exc))
             agent = None  # a stop is carried out, unattributed (docs/history.md#recording)
-        if params.name == tools.SET_AGENT_ALIAS and self.mode == "local":
-            return self._set_alias(agent, args)
+        gateway_tool = self._gateway_tools.get(params.name)
+        if gateway_tool is not None:
+            return gateway_tool(agent, args)
         declared, real = _workdirs(args)
         target = args.get("session_handle") if params.name == tools.WRITE_STDIN else None
         invocation = None
@@ -176,25 +199,10 @@ class ToolHandlers:
         return self._with_context(outcome.result, agent, real, ok)
 
     async def _dispatch(self, name: str, args: dict[str, Any], invocation: str | None) -> Outcome:
+        handler = self._dispatched.get(name)
         try:
-            if name == tools.EXEC_COMMAND:
-                # The worker echoes the tag in process_started: live output is tied to this
-                # call before the call returns. A model's own "_tag" is never passed on.
-                wire = {k: v for k, v in args.items() if k != messages.EXEC_TAG}
-                if invocation is not None:
-                    wire[messages.EXEC_TAG] = invocation
-                result = await self.dispatcher.exec_command(wire)
-                # The session this call created: running (its handle is in the result) or
-                # already ended (the worker names it in a wire-only field, stripped here).
-                created = result.pop(messages.SESSION_KEY, None) or result.get("session_handle")
-                return Outcome(session_result(result), result, created)
-            if name == tools.WRITE_STDIN:
-                result = await self.dispatcher.write_stdin(args)
-                return Outcome(session_result(result), result)
-            if name == tools.APPLY_PATCH:
-                body = await self.dispatcher.apply_patch(args)
-                files = tuple(FileChange(**{**f, "diff": tuple(f["diff"])}) for f in body.get("files", []))
-                return Outcome(patch_result(body), body["text"], files=files)
+            if handler is not None:
+                return await handler(args, invocation)
             message = f"Unknown tool: {name}"
         except ProtocolError as exc:
             if not exc.is_tool_level:
@@ -203,6 +211,26 @@ class ToolHandlers:
         except TimeoutError:
             message = f"{name} got no answer from its worker in time; try again"
         return Outcome(error_result(message), message)
+
+    async def _exec_command(self, args: dict[str, Any], invocation: str | None) -> Outcome:
+        # The worker echoes the tag in process_started: live output is tied to this call
+        # before the call returns. A model's own "_tag" is not an argument: never passed on.
+        result = await self.dispatcher.exec_command(args, tag=invocation)
+        fields = result.fields()
+        # The session this call created: running (its handle is in the result) or already
+        # ended (the worker names it in a wire-only field the model does not get).
+        return Outcome(session_result(fields), fields, result.session or result.session_handle)
+
+    async def _write_stdin(self, args: dict[str, Any], _invocation: str | None) -> Outcome:
+        fields = (await self.dispatcher.write_stdin(args)).fields()
+        return Outcome(session_result(fields), fields)
+
+    async def _apply_patch(self, args: dict[str, Any], _invocation: str | None) -> Outcome:
+        patched = await self.dispatcher.apply_patch(args)
+        files = tuple(
+            FileChange(f.operation, f.path, f.old_path, f.added, f.removed, f.diff) for f in patched.files
+        )
+        return Outcome(patch_result(patched), patched.text, files=files)
 
     def _agent(self, ctx: ServerRequestContext[Any] | None) -> AgentRecord | None:
         if self.local.history is None or ctx is None:
@@ -311,12 +339,13 @@ def _workdirs(args: dict[str, Any]) -> tuple[str | None, str | None]:
 def build_server(
     dispatcher: Dispatcher,
     *,
+    limits: Limits | None = None,
     start_directory: str | None = None,
     read_only_hint: bool = True,
     mode: str = "local",
     local: LocalFeatures | None = None,
 ) -> Server[Any]:
-    handlers = ToolHandlers(dispatcher, read_only_hint=read_only_hint, mode=mode, local=local)
+    handlers = ToolHandlers(dispatcher, limits=limits, read_only_hint=read_only_hint, mode=mode, local=local)
     return Server(
         SERVER_NAME,
         version=_version(),

@@ -1,10 +1,16 @@
-"""The MCP tool surface: names, descriptions, input and output schemas, annotations (docs/tools.md#annotations)."""
+"""The MCP tool surface: names, descriptions, input and output schemas, annotations (docs/tools.md#annotations).
+
+The descriptions of the yields and the timeout state their defaults and clamps, which
+configuration can change: the list is built from the effective ``Limits``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import mcp_types as types
+
+from zodex_protocol.limits import Limits
 
 EXEC_COMMAND = "exec_command"
 WRITE_STDIN = "write_stdin"
@@ -16,55 +22,58 @@ _WORKDIR = {
     "description": "Absolute path of an existing directory to run in. Required on every call; "
     "no default and no ~ expansion.",
 }
-_YIELD = {
-    "type": "integer",
-    "minimum": 0,
-    "description": "How long to wait for the command before returning (ms). Default 10000, "
-    "clamped to 50..60000.",
-}
 
-EXEC_INPUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "cmd": {"type": "string", "description": "Shell command line to run (a fresh shell each call)."},
-        "workdir": _WORKDIR,
-        "yield_time_ms": {
-            **_YIELD,
-            "description": "How long to wait before returning a session handle if the command is "
-            "still running (ms). Default 10000, clamped to 50..60000. Returns at once when it ends.",
-        },
-        "timeout_ms": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "Wall-clock limit for the whole command (ms), enforced even if nobody "
-            "polls. Default 7200000, clamped to 1000..7200000.",
-        },
-    },
-    "required": ["cmd", "workdir"],
-}
 
-WRITE_INPUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "session_handle": {"type": "string", "description": "Handle from a running exec_command result."},
-        "chars": {
-            "type": "string",
-            "description": "Text to type, exactly as given (no newline added). \\u0003 is Ctrl-C, "
-            "\\u0004 Ctrl-D. Omit or leave empty to just poll for new output.",
+def exec_input(limits: Limits) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "cmd": {"type": "string", "description": "Shell command line to run (a fresh shell each call)."},
+            "workdir": _WORKDIR,
+            "yield_time_ms": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "How long to wait before returning a session handle if the command is "
+                f"still running (ms). Default {limits.exec_yield_ms}, clamped to "
+                f"{limits.yield_min_ms}..{limits.yield_max_ms}. Returns at once when it ends.",
+            },
+            "timeout_ms": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Wall-clock limit for the whole command (ms), enforced even if nobody "
+                f"polls. Default {limits.timeout_ms}, clamped to {limits.timeout_min_ms}..{limits.timeout_max_ms}.",
+            },
         },
-        "yield_time_ms": {
-            **_YIELD,
-            "description": "How long to wait for more output or exit (ms). Default 10000, clamped to "
-            "50..60000. Returns early once new output has been quiet for 250 ms.",
+        "required": ["cmd", "workdir"],
+    }
+
+
+def write_input(limits: Limits) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "session_handle": {"type": "string", "description": "Handle from a running exec_command result."},
+            "chars": {
+                "type": "string",
+                "description": "Text to type, exactly as given (no newline added). \\u0003 is Ctrl-C, "
+                "\\u0004 Ctrl-D. Omit or leave empty to just poll for new output.",
+            },
+            "yield_time_ms": {
+                "type": "integer",
+                "minimum": 0,
+                "description": f"How long to wait for more output or exit (ms). Default {limits.write_yield_ms}, "
+                f"clamped to {limits.yield_min_ms}..{limits.yield_max_ms}. Returns early once new output "
+                f"has been quiet for {limits.poll_settle_ms} ms.",
+            },
+            "kill_process": {
+                "type": "boolean",
+                "description": "Terminate the session's whole process group (chars is ignored). Returns once "
+                "the processes are gone.",
+            },
         },
-        "kill_process": {
-            "type": "boolean",
-            "description": "Terminate the session's whole process group (chars is ignored). Returns once "
-            "the processes are gone.",
-        },
-    },
-    "required": ["session_handle"],
-}
+        "required": ["session_handle"],
+    }
+
 
 PATCH_INPUT: dict[str, Any] = {
     "type": "object",
@@ -176,8 +185,8 @@ PATCH_DESCRIPTION = (
 )
 
 
-def tool_list(*, read_only_hint: bool = True, with_alias: bool = True) -> list[types.Tool]:
-    """Local lists four tools; Sprite three (no set_agent_alias)."""
+def tool_list(limits: Limits, *, read_only_hint: bool = True, with_alias: bool = True) -> list[types.Tool]:
+    """Local lists four tools; Sprite three (no set_agent_alias). ``limits``: the effective ones."""
     # readOnlyHint keeps some clients from asking the user to confirm each call (docs/tools.md#annotations).
     annotations = types.ToolAnnotations(
         read_only_hint=read_only_hint, destructive_hint=False, open_world_hint=False
@@ -186,14 +195,14 @@ def tool_list(*, read_only_hint: bool = True, with_alias: bool = True) -> list[t
         types.Tool(
             name=EXEC_COMMAND,
             description=EXEC_DESCRIPTION,
-            input_schema=EXEC_INPUT,
+            input_schema=exec_input(limits),
             output_schema=SESSION_RESULT,
             annotations=annotations,
         ),
         types.Tool(
             name=WRITE_STDIN,
             description=WRITE_DESCRIPTION,
-            input_schema=WRITE_INPUT,
+            input_schema=write_input(limits),
             output_schema=SESSION_RESULT,
             annotations=annotations,
         ),

@@ -21,8 +21,7 @@ from zodex_gateway.history import AgentRecord, HistoryStore, HistoryUnavailable
 from zodex_gateway.observer.hub import EventHub
 from zodex_gateway.observer.timeline import TimelineReader, to_json
 from zodex_gateway.observer.views import agent_entry, invocation_summary
-from zodex_protocol import messages
-from zodex_protocol.envelope import Envelope
+from zodex_protocol.events import OutputEvent, ProcessEnded, ProcessStarted, WorkerEvent
 from zodex_system.terminal_text import TerminalCleaner
 
 log = logging.getLogger("zodex.gateway")
@@ -58,7 +57,7 @@ class ObserverFeed:
 
     # -- from the history capture ------------------------------------------------------------
 
-    def worker_events(self, events: Sequence[Envelope]) -> None:
+    def worker_events(self, events: Sequence[WorkerEvent]) -> None:
         self._guarded(self._worker_events, events)
 
     # -- building --------------------------------------------------------------------------
@@ -117,31 +116,25 @@ class ObserverFeed:
                 presentation_id=presentation_id,
             )
 
-    def _worker_events(self, events: Sequence[Envelope]) -> None:
+    def _worker_events(self, events: Sequence[WorkerEvent]) -> None:
         """``events`` come redacted from the history capture (docs/security.md#redaction)."""
         pending: list[tuple[str, int | None, str]] = []  # consecutive output, merged per session
         for event in events:
-            body: dict[str, Any] = event.body
-            handle = str(body.get("session", ""))
-            if event.type == messages.EVENT_OUTPUT:
+            if isinstance(event, OutputEvent):
                 # seq None: the end the redactor held back, let go as the process ends.
-                seq = None if body.get("seq") is None else int(body["seq"])
+                handle, seq = event.session, event.seq
                 if pending and pending[-1][0] == handle:
                     last_seq = pending[-1][1]
-                    pending[-1] = (
-                        handle,
-                        last_seq if seq is None else seq,
-                        pending[-1][2] + str(body.get("text", "")),
-                    )
+                    pending[-1] = (handle, last_seq if seq is None else seq, pending[-1][2] + event.text)
                 else:
-                    pending.append((handle, seq, str(body.get("text", ""))))
+                    pending.append((handle, seq, event.text))
                 continue
             self._flush_output(pending)
             pending = []
-            if event.type == messages.EVENT_PROCESS_STARTED:
-                self._process_started(handle, body)
-            elif event.type == messages.EVENT_PROCESS_ENDED:
-                self._process_ended(handle, body)
+            if isinstance(event, ProcessStarted):
+                self._process_started(event)
+            else:
+                self._process_ended(event)
         self._flush_output(pending)
 
     def _flush_output(self, pieces: list[tuple[str, int | None, str]]) -> None:
@@ -155,22 +148,24 @@ class ObserverFeed:
             payload = {"session_handle": handle, "seq": seq, "text": text, "display_text": cleaner.feed(text)}
             self._hub.publish("output", payload, agent_id=agent_id, presentation_id=presentation_id)
 
-    def _process_started(self, handle: str, body: dict[str, Any]) -> None:
+    def _process_started(self, event: ProcessStarted) -> None:
         # The capture stored this start with its tag (the exec call), so history already
         # names the session's creator: _session reads it from there.
+        handle = event.session
         agent_id, presentation_id = self._session(handle)
         payload = {
             "session_handle": handle,
-            "pid": body.get("pid"),
-            "cmd": body.get("cmd"),
-            "cwd": body.get("cwd"),
-            "started_at_ms": _ms(body.get("started_at")),
+            "pid": event.pid,
+            "cmd": event.cmd,
+            "cwd": event.cwd,
+            "started_at_ms": _ms(event.started_at),
         }
         self._hub.publish("process_started", payload, agent_id=agent_id, presentation_id=presentation_id)
         if agent_id is not None:
             self._publish_agent(agent_id, "agent_updated")
 
-    def _process_ended(self, handle: str, body: dict[str, Any]) -> None:
+    def _process_ended(self, event: ProcessEnded) -> None:
+        handle = event.session
         agent_id, presentation_id = self._session(handle)
         cleaner = self._cleaners.pop(handle, None)
         rest = cleaner.finish() if cleaner is not None else ""
@@ -179,10 +174,10 @@ class ObserverFeed:
             self._hub.publish("output", payload, agent_id=agent_id, presentation_id=presentation_id)
         ended = {
             "session_handle": handle,
-            "exit_code": body.get("exit_code"),
-            "signal": body.get("signal"),
-            "reason": body.get("reason"),
-            "ended_at_ms": _ms(body.get("ended_at")),
+            "exit_code": event.exit_code,
+            "signal": event.signal,
+            "reason": event.reason,
+            "ended_at_ms": _ms(event.ended_at),
         }
         self._hub.publish("process_ended", ended, agent_id=agent_id, presentation_id=presentation_id)
         process = self._store.process(handle)
@@ -216,5 +211,5 @@ class ObserverFeed:
         return found
 
 
-def _ms(timestamp: Any) -> int | None:
-    return round(float(timestamp) * 1000) if isinstance(timestamp, int | float) else None
+def _ms(timestamp: float) -> int:
+    return round(timestamp * 1000)

@@ -14,6 +14,7 @@ import codecs
 from pathlib import Path
 from typing import Final
 
+from zodex_protocol.replies import SpilledOutput
 from zodex_system.terminal_text import TerminalCleaner
 from zodex_worker.output.spill import DEFAULT_FILE_CAP_BYTES, SPILL_SUFFIX, SpillFile
 
@@ -125,7 +126,7 @@ class SessionOutput:
         notice = f"[zodex] {total - len(tail)} characters omitted; showing the last {len(tail)}; {where}\n"
         return notice + tail
 
-    def spill_fields(self) -> dict[str, object] | None:
+    def spilled(self) -> SpilledOutput | None:
         """Result fields once the stream passed ``inline_limit`` (docs/output.md#spill-files), else ``None``.
 
         Without a spill file (it could not be created) only the counts are given.
@@ -134,10 +135,17 @@ class SessionOutput:
             return None
         lines = self._newlines + (1 if self._chars and not self._ends_with_newline else 0)
         if self._spill is None:
-            fields: dict[str, object] = {"output_chars": self._chars, "output_lines": lines}
-            if self._spill_error is not None:
-                fields["output_file_error"] = self._spill_error
-            return fields
+            return SpilledOutput(
+                output_chars=self._chars, output_lines=lines, output_file_error=self._spill_error
+            )
+        return SpilledOutput(
+            output_chars=self._chars,
+            output_lines=lines,
+            output_file=str(self._spill_path),
+            output_file_truncated=self._spill.truncated,
+            # Cut short by the disk, not by the size cap (docs/output.md#spill-files).
+            output_file_error=self._spill.error,
+        )
         fields = {
             "output_file": str(self._spill_path),
             "output_chars": self._chars,

@@ -225,7 +225,7 @@ class FailingDispatcher:
     def __init__(self, exc: Exception) -> None:
         self.exc = exc
 
-    async def exec_command(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def exec_command(self, args: dict[str, Any], **_tag: Any) -> Any:
         raise self.exc
 
     write_stdin = apply_patch = exec_command

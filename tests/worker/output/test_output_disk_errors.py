@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,12 @@ from zodex_worker.output.spill import SpillFile
 from zodex_worker.output.stream import SessionOutput
 
 ENOSPC = os.strerror(errno.ENOSPC)
+
+
+def spill_fields(out: SessionOutput) -> dict[str, Any] | None:
+    """The spill fields of a result, as the wire carries them."""
+    spilled = out.spilled()
+    return None if spilled is None else spilled.fields()
 
 
 def flood(out: SessionOutput, chars: int = 300) -> None:
@@ -56,7 +63,7 @@ def test_a_spill_cut_short_reports_the_error(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(os, "write", filling)
     flood(out)
     monkeypatch.undo()
-    fields = out.spill_fields()
+    fields = spill_fields(out)
     assert fields is not None
     assert fields["output_file_truncated"] is True and fields["output_file_error"] == ENOSPC
     assert fields["output_chars"] == 300
@@ -72,7 +79,7 @@ def test_a_spill_file_that_cannot_be_made_reports_why(tmp_path: Path) -> None:
     out = SessionOutput(spill_dir=blocker / "spill", spill_name="h", inline_limit=100, preview_chars=50)
     flood(out)
     reason = os.strerror(errno.ENOTDIR)
-    assert out.spill_fields() == {"output_chars": 300, "output_lines": 3, "output_file_error": reason}
+    assert spill_fields(out) == {"output_chars": 300, "output_lines": 3, "output_file_error": reason}
     assert out.take_delta().splitlines()[0].endswith(f"full output not saved ({reason})")
     out.close()
 
@@ -80,7 +87,7 @@ def test_a_spill_file_that_cannot_be_made_reports_why(tmp_path: Path) -> None:
 def test_a_healthy_spill_has_no_error_field(tmp_path: Path) -> None:
     out = SessionOutput(spill_dir=tmp_path, spill_name="h", inline_limit=100, preview_chars=50)
     flood(out)
-    fields = out.spill_fields()
+    fields = spill_fields(out)
     assert fields is not None and "output_file_error" not in fields
     assert fields["output_file_truncated"] is False
     out.close()

@@ -6,12 +6,19 @@ import stat
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from zodex_worker.output.stream import SessionOutput
 
 MiB = 1024 * 1024
+
+
+def spill_fields(out: SessionOutput) -> dict[str, Any] | None:
+    """The spill fields of a result, as the wire carries them."""
+    spilled = out.spilled()
+    return None if spilled is None else spilled.fields()
 
 
 @pytest.fixture
@@ -110,7 +117,7 @@ class TestPreview:
         text = "x" * 15999 + "\n"
         out.feed(text.encode())
         assert out.take_delta() == text
-        assert out.spill_fields() is None
+        assert spill_fields(out) is None
 
     def test_long_delta_becomes_notice_and_exact_tail(self, out: SessionOutput, spill_dir: Path) -> None:
         text = numbered_lines(0, 3000)
@@ -157,12 +164,12 @@ class TestSpill:
         first = numbered_lines(0, 100)
         out.feed(b"\x1b[1m" + first.encode())
         assert out.take_delta() == first
-        assert out.spill_fields() is None
+        assert spill_fields(out) is None
         assert not spill_dir.exists()
 
         rest = numbered_lines(100, 3000)
         out.feed(rest.replace("\n", "\r\n").encode())
-        fields = out.spill_fields()
+        fields = spill_fields(out)
         assert fields is not None
         path = Path(str(fields["output_file"]))
         assert path == spill_dir / "h1.log" and path.is_absolute()
@@ -176,7 +183,7 @@ class TestSpill:
         out.add_notice("[zodex] note")
         whole = first + rest + "tail without newline continued\n[zodex] note\n"
         assert path.read_text() == whole
-        assert out.spill_fields() == {
+        assert spill_fields(out) == {
             "output_file": str(path),
             "output_chars": len(whole),
             "output_lines": whole.count("\n"),
@@ -186,7 +193,7 @@ class TestSpill:
     def test_line_count_includes_an_unterminated_last_line(self, out: SessionOutput) -> None:
         out.feed(("a\n" * 9000 + "last").encode())
         out.take_delta()
-        fields = out.spill_fields()
+        fields = spill_fields(out)
         assert fields is not None
         assert fields["output_lines"] == 9001
         assert fields["output_chars"] == 18004
@@ -197,7 +204,7 @@ class TestSpill:
         session.feed(text.encode())
         delta = session.take_delta()
         session.close()
-        fields = session.spill_fields()
+        fields = spill_fields(session)
         assert fields is not None
         assert fields["output_file_truncated"] is True
         assert fields["output_chars"] == 30001
@@ -210,7 +217,7 @@ class TestSpill:
         chunk = ("0123456789abcde\n" * 4096).encode()  # 64 KiB
         for _ in range(17 * 16):  # 17 MiB
             session.feed(chunk)
-        fields = session.spill_fields()
+        fields = spill_fields(session)
         session.close()
         assert fields is not None
         assert fields["output_file_truncated"] is True
@@ -227,7 +234,7 @@ class TestSpill:
         session.feed(("w" * 20000).encode())
         delta = session.take_delta()
         assert delta == notice(16000, 4000, "full output not saved (Not a directory)") + "w" * 4000
-        assert session.spill_fields() == {
+        assert spill_fields(session) == {
             "output_chars": 20000,
             "output_lines": 1,
             "output_file_error": "Not a directory",
@@ -272,7 +279,7 @@ def test_memory_stays_bounded_under_large_volume(tmp_path: Path) -> None:
         tracemalloc.stop()
     session.close()
     assert peak < 2 * MiB, peak
-    fields = session.spill_fields()
+    fields = spill_fields(session)
     assert fields is not None
     assert fields["output_chars"] == fed // len(chunk) * cleaned_per_chunk
     assert fields["output_file_truncated"] is True

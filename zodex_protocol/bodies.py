@@ -1,0 +1,96 @@
+"""Reading one wire body's fields with their types: what a malformed body is, said once.
+
+Requests are checked with the argument rules of ``validation`` (their messages reach the
+model); replies and events, which only a worker sends, are read with :class:`BodyReader`,
+whose refusals are protocol failures (``BAD_REQUEST``). Keys a reader does not ask for are
+ignored, as a tool call's unknown arguments are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+from zodex_protocol.errors import ErrorCode, ProtocolError
+
+
+def body_map(body: object, what: str) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"{what} needs a map body")
+    return body
+
+
+class BodyReader:
+    """Typed access to one body; ``what`` names it in errors (``pong``, ``output`` …)."""
+
+    def __init__(self, body: object, what: str) -> None:
+        self._body = body_map(body, what)
+        self._what = what
+
+    def _refuse(self, key: str, noun: str) -> NoReturn:
+        raise ProtocolError(ErrorCode.BAD_REQUEST, f"{self._what}: {key} must be {noun}")
+
+    def _present(self, key: str, noun: str) -> Any:
+        value = self._body.get(key)
+        if value is None:
+            self._refuse(key, noun)
+        return value
+
+    def text(self, key: str) -> str:
+        value = self._present(key, "a string")
+        if not isinstance(value, str):
+            self._refuse(key, "a string")
+        return value
+
+    def optional_text(self, key: str) -> str | None:
+        """Absent and nil both read as None."""
+        return None if self._body.get(key) is None else self.text(key)
+
+    def integer(self, key: str) -> int:
+        value = self._present(key, "an integer")
+        if isinstance(value, bool) or not isinstance(value, int):
+            self._refuse(key, "an integer")
+        return value
+
+    def optional_integer(self, key: str) -> int | None:
+        return None if self._body.get(key) is None else self.integer(key)
+
+    def number(self, key: str) -> float:
+        value = self._present(key, "a number")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self._refuse(key, "a number")
+        return float(value)
+
+    def flag(self, key: str) -> bool:
+        value = self._present(key, "a boolean")
+        if not isinstance(value, bool):
+            self._refuse(key, "a boolean")
+        return value
+
+    def optional_flag(self, key: str) -> bool | None:
+        return None if self._body.get(key) is None else self.flag(key)
+
+    def choice(self, key: str, allowed: tuple[str, ...]) -> str:
+        value = self.text(key)
+        if value not in allowed:
+            self._refuse(key, " or ".join(allowed))
+        return value
+
+    def texts(self, key: str) -> tuple[str, ...]:
+        value = self._present(key, "a list of strings")
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            self._refuse(key, "a list of strings")
+        return tuple(value)
+
+    def maps(self, key: str) -> list[BodyReader]:
+        value = self._present(key, "a list of maps")
+        if not isinstance(value, list | tuple):
+            self._refuse(key, "a list of maps")
+        return [BodyReader(item, f"{self._what}: {key}[{i}]") for i, item in enumerate(value)]
+
+    def optional_map(self, key: str) -> BodyReader | None:
+        value = self._body.get(key)
+        return None if value is None else BodyReader(value, f"{self._what}: {key}")
+
+    def has(self, key: str) -> bool:
+        return self._body.get(key) is not None

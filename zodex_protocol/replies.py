@@ -1,0 +1,221 @@
+"""The bodies of the worker's replies (docs/protocol.md#requests-and-replies), typed.
+
+The worker builds them and sends ``to_body()``; the gateway reads them back with
+``from_body``, which refuses a body without the fields its type requires
+(``BAD_REQUEST``, a protocol failure) and ignores keys it does not know.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from zodex_protocol import messages
+from zodex_protocol.bodies import BodyReader
+
+STATUSES = ("running", "exited")
+PATCH_OPERATIONS = ("created", "edited", "deleted", "renamed")
+
+
+@dataclass(frozen=True)
+class Pong:
+    worker_id: str
+    incarnation: int
+    pid: int
+    workdir: str
+    live_sessions: int  # sessions whose command still runs
+
+    @classmethod
+    def from_body(cls, body: object) -> Pong:
+        read = BodyReader(body, messages.PONG)
+        return cls(
+            worker_id=read.text("worker_id"),
+            incarnation=read.integer("incarnation"),
+            pid=read.integer("pid"),
+            workdir=read.text("workdir"),
+            live_sessions=read.integer("live_sessions"),
+        )
+
+    def to_body(self) -> dict[str, Any]:
+        return {
+            "worker_id": self.worker_id,
+            "incarnation": self.incarnation,
+            "pid": self.pid,
+            "workdir": self.workdir,
+            "live_sessions": self.live_sessions,
+        }
+
+
+@dataclass(frozen=True)
+class SpilledOutput:
+    """The fields of a stream that passed the inline limit (docs/output.md#spill-files).
+    Without a spill file (it could not be made) only the counts, and why, are given."""
+
+    output_chars: int
+    output_lines: int
+    output_file: str | None = None
+    output_file_truncated: bool | None = None  # given with output_file
+    output_file_error: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        given = {
+            "output_file": self.output_file,
+            "output_chars": self.output_chars,
+            "output_lines": self.output_lines,
+            "output_file_truncated": self.output_file_truncated,
+            "output_file_error": self.output_file_error,
+        }
+        return {key: value for key, value in given.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class EvictedSession:
+    session_handle: str
+    cmd: str
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    """The ``result`` of ``exec`` and ``write``: the tool result of docs/tools.md#results,
+    plus the wire-only ``_session``. Optional fields are None here and absent on the wire."""
+
+    summary: str
+    status: str  # STATUSES
+    output: str
+    cwd: str
+    wall_time_ms: int
+    exit_code: int | None = None  # exited
+    signal: str | None = None  # exited by a signal
+    termination_reason: str | None = None  # exited: messages.TERMINATION_REASONS
+    background_processes: int | None = None  # exited, once it left jobs behind
+    session_handle: str | None = None  # running, or jobs left behind still run
+    spilled: SpilledOutput | None = None
+    evicted_session: EvictedSession | None = None
+    # Wire-only, in an exec reply for a command that already ended (so it carries no
+    # session_handle): the session it ran in, so history can link its output to the call.
+    session: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The tool result, as the model gets it. The order is the one results have always
+        had: the JSON text of a result stays byte-identical."""
+        result: dict[str, Any] = {
+            "summary": self.summary,
+            "status": self.status,
+            "output": self.output,
+            "cwd": self.cwd,
+            "wall_time_ms": self.wall_time_ms,
+        }
+        optional = {
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "termination_reason": self.termination_reason,
+            "background_processes": self.background_processes,
+            "session_handle": self.session_handle,
+        }
+        result.update((key, value) for key, value in optional.items() if value is not None)
+        if self.spilled is not None:
+            result.update(self.spilled.fields())
+        if self.evicted_session is not None:
+            evicted = self.evicted_session
+            result["evicted_session"] = {"session_handle": evicted.session_handle, "cmd": evicted.cmd}
+        return result
+
+    def to_body(self) -> dict[str, Any]:
+        body = self.fields()
+        if self.session is not None:
+            body[messages.SESSION_KEY] = self.session
+        return body
+
+    def without_output(self) -> SessionResult:
+        """A final result answered again (from a tombstone): the same fields, no new output."""
+        return replace(self, output="", session=None)
+
+    @classmethod
+    def from_body(cls, body: object) -> SessionResult:
+        read = BodyReader(body, messages.RESULT)
+        spilled = None
+        if read.has("output_chars"):
+            spilled = SpilledOutput(
+                output_chars=read.integer("output_chars"),
+                output_lines=read.integer("output_lines"),
+                output_file=read.optional_text("output_file"),
+                output_file_truncated=read.optional_flag("output_file_truncated"),
+                output_file_error=read.optional_text("output_file_error"),
+            )
+        evicted = read.optional_map("evicted_session")
+        status = read.choice("status", STATUSES)
+        return cls(
+            summary=read.text("summary"),
+            status=status,
+            output=read.text("output"),
+            cwd=read.text("cwd"),
+            wall_time_ms=read.integer("wall_time_ms"),
+            exit_code=read.optional_integer("exit_code"),
+            signal=read.optional_text("signal"),
+            termination_reason=(
+                read.choice("termination_reason", messages.TERMINATION_REASONS)
+                if read.has("termination_reason")
+                else None
+            ),
+            background_processes=read.optional_integer("background_processes"),
+            session_handle=read.optional_text("session_handle"),
+            spilled=spilled,
+            evicted_session=(
+                EvictedSession(evicted.text("session_handle"), evicted.text("cmd")) if evicted else None
+            ),
+            session=read.optional_text(messages.SESSION_KEY),
+        )
+
+
+@dataclass(frozen=True)
+class PatchedFile:
+    """One file operation of an applied patch, as evidence (docs/apply_patch.md)."""
+
+    operation: str  # PATCH_OPERATIONS
+    path: str  # absolute (the destination of a rename)
+    old_path: str | None  # the source of a rename, else None
+    added: int  # lines
+    removed: int
+    diff: tuple[str, ...]  # unified diff rows, bounded by the worker
+
+
+@dataclass(frozen=True)
+class Patched:
+    """The ``patched`` reply: whether the patch applied, the text for the model, the evidence."""
+
+    ok: bool
+    text: str
+    files: tuple[PatchedFile, ...] = ()
+
+    def to_body(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "text": self.text,
+            "files": [
+                {
+                    "operation": f.operation,
+                    "path": f.path,
+                    "old_path": f.old_path,
+                    "added": f.added,
+                    "removed": f.removed,
+                    "diff": list(f.diff),
+                }
+                for f in self.files
+            ],
+        }
+
+    @classmethod
+    def from_body(cls, body: object) -> Patched:
+        read = BodyReader(body, messages.PATCHED)
+        files = tuple(
+            PatchedFile(
+                operation=f.choice("operation", PATCH_OPERATIONS),
+                path=f.text("path"),
+                old_path=f.optional_text("old_path"),
+                added=f.integer("added"),
+                removed=f.integer("removed"),
+                diff=f.texts("diff"),
+            )
+            for f in read.maps("files")
+        )
+        return cls(ok=read.flag("ok"), text=read.text("text"), files=files)
