@@ -303,7 +303,7 @@ def watch(no_open: bool, tui: bool, agent_id: str | None, show_all: bool) -> Non
     from zodex_gateway.web.listener_limits import ListenerLimits
 
     try:
-        limits = ListenerLimits.from_config(LocalConfig.load(config_path()).get)
+        limits = ListenerLimits.from_config(LocalConfig.load(config_path()))
     except ConfigError as exc:
         _fail(str(exc))
         return

@@ -13,7 +13,7 @@ import pytest
 
 from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
-from zodex_protocol.events import OutputEvent, ProcessEnded, ProcessStarted, decode_event
+from zodex_protocol.events import OutputEvent, ProcessEnded, ProcessStarted, WorkerEvent, decode_event
 from zodex_protocol.limits import Limits
 from zodex_protocol.replies import EvictedSession, Patched, PatchedFile, Pong, SessionResult, SpilledOutput
 from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
@@ -212,7 +212,7 @@ def test_patched_round_trip_and_refusals() -> None:
 
 
 def test_events_round_trip_through_one_decoder() -> None:
-    events = [
+    events: list[WorkerEvent] = [
         OutputEvent("h1", 1, "hi\r\n"),
         ProcessStarted("h1", 4242, "echo hi", "/w", 1_700_000_000.25, tag="inv1"),
         ProcessStarted("h2", 4243, "true", "/w", 1_700_000_000.0),

@@ -301,7 +301,33 @@ class LocalConfig:
         return cls(values)
 
     def get(self, key: str) -> object:
+        """The effective value of any key, for display (``format_value``); code that uses a
+        value asks for it by kind below."""
         return self.values.get(key, _lookup(key).default)
+
+    def duration_ms(self, key: str) -> int:
+        return _as_int(self._of_kind(key, "duration"))
+
+    def size_bytes(self, key: str) -> int:
+        return _as_int(self._of_kind(key, "size"))
+
+    def integer(self, key: str) -> int:
+        return _as_int(self._of_kind(key, "int"))
+
+    def flag(self, key: str) -> bool:
+        return bool(self._of_kind(key, "bool", "switch"))
+
+    def text(self, key: str) -> str | None:
+        """A string key's value, or None when it is unset and has no default."""
+        value = self._of_kind(key, "string")
+        return value if isinstance(value, str) else None
+
+    def _of_kind(self, key: str, *kinds: str) -> object:
+        """Asking for a key by the wrong kind is a bug in the caller, not in the file."""
+        kind = _lookup(key).kind
+        if kind not in kinds:
+            raise TypeError(f"{key} is a {kind} key, not {' or '.join(kinds)}")
+        return self.get(key)
 
     def set(self, key: str, text: str) -> None:
         value = _parse(_lookup(key), text)

@@ -43,9 +43,9 @@ class ContextSwitches:
     workdir_skills: bool = True
 
     @classmethod
-    def from_config(cls, get: Callable[[str], object]) -> ContextSwitches:
-        """From a config lookup such as ``LocalConfig.get`` (missing keys default to on)."""
-        return cls(**{field: bool(get(key)) for field, key in SWITCH_KEYS.items()})
+    def from_config(cls, flag: Callable[[str], bool]) -> ContextSwitches:
+        """From a switch lookup such as ``LocalConfig.flag`` (missing keys default to on)."""
+        return cls(**{field: flag(key) for field, key in SWITCH_KEYS.items()})
 
 
 class ContextProvider:

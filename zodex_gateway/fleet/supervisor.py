@@ -50,6 +50,9 @@ def lost_message(handle: str, workdir: str) -> str:
     return f"session {handle} was lost: the worker for {workdir} exited unexpectedly; start the command again"
 
 
+NewWorkerListener = Callable[[WorkerRecord], Awaitable[None]]
+
+
 def record_alive(record: WorkerRecord) -> bool:
     return proctree.is_alive(record.pid, record.pid_start)
 
@@ -69,8 +72,21 @@ class Supervisor:
         self._health_failures: dict[str, int] = {}
         self._health_task: asyncio.Task[None] | None = None
         self._group_removals: set[asyncio.Future[bool]] = set()
-        self.on_new_worker: Callable[[WorkerRecord], Awaitable[None]] | None = None
-        self.stopping = False
+        self._new_worker_listeners: list[NewWorkerListener] = []
+        self._stopping = False
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def stop_accepting(self) -> None:
+        """Refuse new tool calls from now on (a stop has begun); in-flight ones go on."""
+        self._stopping = True
+
+    def add_new_worker_listener(self, listener: NewWorkerListener) -> None:
+        """``listener`` is awaited for each worker before this gateway first uses it (history
+        subscribes to its events there, so none is missed)."""
+        self._new_worker_listeners.append(listener)
 
     # ---- workdir → worker --------------------------------------------------------------
 
@@ -165,8 +181,8 @@ class Supervisor:
         return client
 
     async def _adopt(self, client: WorkerClient) -> None:
-        if self.on_new_worker is not None:
-            await self.on_new_worker(client.record)  # e.g. history subscribes before first use
+        for listener in self._new_worker_listeners:
+            await listener(client.record)
         self.clients[client.worker_id] = client
         if self._health_task is None:
             self._health_task = asyncio.create_task(self._check_health())
@@ -311,7 +327,7 @@ class Supervisor:
 
     async def shutdown(self) -> None:
         """Stop every worker this gateway knows of (all of them when it owns the runtime)."""
-        self.stopping = True
+        self._stopping = True
         if self._health_task is not None:
             self._health_task.cancel()
         records = self._known_records()

@@ -68,7 +68,7 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
     _setup_logging(paths)
     config = LocalConfig.load(config_path())
     runtime = Runtime.create(
-        state_dir=paths.state, limits=config.limits(), use_cgroups=config.get("session.cgroups") is not False
+        state_dir=paths.state, limits=config.limits(), use_cgroups=config.flag("session.cgroups")
     )
     os.environ[RUNTIME_ENV] = runtime.runtime_id
     try:
@@ -103,16 +103,15 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
             },
         ).write(paths.discovery)
         owned = [OwnedProcess("runtime", os.getpid(), proctree.start_time(os.getpid()))]
-        command = config.get("tunnel.command")
-        if isinstance(command, str) and command:
-            tunnel_id = config.get("tunnel.id")
+        command = config.text("tunnel.command")
+        if command:
             process = start_tunnel(
                 command,
                 shell=shell,
                 url=url,
                 token=token,
                 token_file=paths.token,
-                tunnel_id=tunnel_id if isinstance(tunnel_id, str) else None,
+                tunnel_id=config.text("tunnel.id"),
             )
             tunnel.append(process)
             owned.append(OwnedProcess("tunnel", process.pid, proctree.start_time(process.pid)))
@@ -124,7 +123,7 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
         if expires is not None:
             _stop_at(expires)
 
-    read_only_hint = config.get("mcp.read-only-hint") is not False
+    read_only_hint = config.flag("mcp.read-only-hint")
     observer_url = base_url(observer_sock)
     observer = ObserverServing(observer_sock, file_bearer(paths.observer_bearer), runtime.runtime_id, started)
     transport = http_transport(
@@ -134,7 +133,7 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
         published,
         read_only_hint=read_only_hint,
         observer=observer,
-        limits=ListenerLimits.from_config(config.get),
+        limits=ListenerLimits.from_config(config),
     )
     try:
         asyncio.run(serve_until_stopped(runtime, transport))

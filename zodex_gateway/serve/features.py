@@ -67,15 +67,14 @@ def _config() -> LocalConfig:
 async def open_features(supervisor: Supervisor, options: FeatureOptions) -> OpenFeatures:
     config = _config()
     context = ContextProvider(
-        env=dict(os.environ), home=Path.home(), switches=ContextSwitches.from_config(config.get)
+        env=dict(os.environ), home=Path.home(), switches=ContextSwitches.from_config(config.flag)
     )
     if not options.history:
         return OpenFeatures(
             LocalFeatures(context=context, stdio_connection=options.stdio_connection), None, None
         )
-    max_age_ms = config.get("history.max-age")
-    max_bytes = config.get("history.max-size")
-    assert isinstance(max_age_ms, int) and isinstance(max_bytes, int)
+    max_age_ms = config.duration_ms("history.max-age")
+    max_bytes = config.size_bytes("history.max-size")
     # Off the loop: a history made before incremental vacuum is rewritten once on opening.
     store = await asyncio.to_thread(
         HistoryStore,
@@ -86,7 +85,7 @@ async def open_features(supervisor: Supervisor, options: FeatureOptions) -> Open
     hub = EventHub()
     feed = ObserverFeed(store, hub)
     capture = EventCapture(store, supervisor.context, supervisor.codec, sink=feed.worker_events)
-    supervisor.on_new_worker = capture.attach
+    supervisor.add_new_worker_listener(capture.attach)
 
     async def keep_retention() -> None:
         while True:

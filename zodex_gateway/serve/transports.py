@@ -28,13 +28,32 @@ GRACEFUL_TRANSPORT_S = 3.0
 
 
 class StopSignal:
-    """SIGTERM/SIGINT handling. A transport may install a hook that begins its own graceful
-    exit (uvicorn's); the workers are stopped either way."""
+    """SIGTERM/SIGINT handling. A transport may begin its own graceful exit (uvicorn's) when
+    the signal comes; the workers are stopped either way."""
 
     def __init__(self) -> None:
-        self.hook: Callable[[], None] | None = None
-        # Run after the workers are stopped, so their last events can still be recorded.
-        self.cleanups: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        self._graceful_exits: list[Callable[[], None]] = []
+        self._cleanups: list[Callable[[], Coroutine[Any, Any, None]]] = []
+
+    def add_graceful_exit(self, begin: Callable[[], None]) -> None:
+        """``begin`` starts the transport's own graceful exit when a signal comes."""
+        self._graceful_exits.append(begin)
+
+    def add_cleanup(self, cleanup: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run after the workers are stopped, so their last events can still be recorded."""
+        self._cleanups.append(cleanup)
+
+    @property
+    def exits_gracefully(self) -> bool:
+        return bool(self._graceful_exits)
+
+    def begin_graceful_exit(self) -> None:
+        for begin in self._graceful_exits:
+            begin()
+
+    async def clean_up(self) -> None:
+        for cleanup in self._cleanups:
+            await cleanup()
 
 
 Serve = Callable[[Supervisor, StopSignal], Coroutine[Any, Any, None]]
@@ -49,9 +68,8 @@ async def serve_until_stopped(runtime: Runtime, serve: Serve) -> None:
     signalled = asyncio.Event()
 
     def on_signal() -> None:
-        supervisor.stopping = True  # refuse new calls at once
-        if stop.hook is not None:
-            stop.hook()
+        supervisor.stop_accepting()  # refuse new calls at once
+        stop.begin_graceful_exit()
         signalled.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -60,12 +78,11 @@ async def serve_until_stopped(runtime: Runtime, serve: Serve) -> None:
     waiting = asyncio.create_task(signalled.wait())
     await asyncio.wait({serving, waiting}, return_when=asyncio.FIRST_COMPLETED)
     waiting.cancel()
-    if not serving.done() and stop.hook is not None:
+    if not serving.done() and stop.exits_gracefully:
         await asyncio.wait({serving}, timeout=GRACEFUL_TRANSPORT_S)
     try:
         await supervisor.shutdown()
-        for cleanup in stop.cleanups:
-            await cleanup()
+        await stop.clean_up()
     finally:
         runtime.release()
     if serving.done():
@@ -85,9 +102,12 @@ def stdio_transport(start_directory: str, *, history: bool = True) -> Serve:
         # One stdio gateway serves exactly one connection: that is its identity (docs/agents.md#identity).
         connection = f"{supervisor.runtime.runtime_id}:{os.getpid()}"
         opened = await open_features(supervisor, FeatureOptions(history=history, stdio_connection=connection))
-        stop.cleanups.append(opened.close)
+        stop.add_cleanup(opened.close)
         server = build_server(
-            ZmqDispatcher(supervisor), start_directory=start_directory, local=opened.features
+            ZmqDispatcher(supervisor),
+            limits=supervisor.runtime.limits,
+            start_directory=start_directory,
+            local=opened.features,
         )
         async with stdio_server() as (read_stream, write_stream):
             # Every line gets an answer: one that is not a JSON-RPC message gets an error.
@@ -131,9 +151,10 @@ def http_transport(
         listeners = Listeners(limits, lifespan="on", graceful_s=2)
         host = sock.getsockname()[0]
         opened = await open_features(supervisor, FeatureOptions(history=history))
-        stop.cleanups.append(opened.close)
+        stop.add_cleanup(opened.close)
         server = build_server(
             ZmqDispatcher(supervisor),
+            limits=supervisor.runtime.limits,
             start_directory=start_directory,
             read_only_hint=read_only_hint,
             local=opened.features,
@@ -159,7 +180,7 @@ def http_transport(
                 opened.hub.close()  # event streams never end by themselves
             listeners.stop()
 
-        stop.hook = graceful
+        stop.add_graceful_exit(graceful)
         on_listening(mcp_url(sock))
         await listeners.serve()
 

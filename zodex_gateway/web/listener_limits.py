@@ -22,9 +22,8 @@ import logging
 import resource
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Final
+from typing import ClassVar, Final, Protocol
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -39,6 +38,16 @@ MIN_PENDING_CAP: Final = 8
 SUMMARY_EVERY_S: Final = 60.0
 
 
+class ListenerSettings(Protocol):
+    """The typed reads of ``LocalConfig`` these limits need (config sits beside web, not below)."""
+
+    def duration_ms(self, key: str) -> int: ...
+
+    def size_bytes(self, key: str) -> int: ...
+
+    def integer(self, key: str) -> int: ...
+
+
 @dataclass(frozen=True)
 class ListenerLimits:
     """The limits of one process's listeners, from ``http.header-timeout``,
@@ -49,19 +58,12 @@ class ListenerLimits:
     max_body: int = DEFAULT_MAX_BODY
 
     @classmethod
-    def from_config(cls, get: Callable[[str], object]) -> ListenerLimits:
-        """From Local's configuration (``LocalConfig.get``; values in ms and bytes)."""
-
-        def number(key: str) -> int:
-            value = get(key)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{key}: expected a number, got {value!r}")
-            return value
-
+    def from_config(cls, config: ListenerSettings) -> ListenerLimits:
+        """From Local's configuration (a ``LocalConfig``)."""
         return cls(
-            header_timeout_s=number("http.header-timeout") / 1000,
-            max_pending=number("http.max-pending-connections"),
-            max_body=number("mcp.max-body"),
+            header_timeout_s=config.duration_ms("http.header-timeout") / 1000,
+            max_pending=config.integer("http.max-pending-connections"),
+            max_body=config.size_bytes("mcp.max-body"),
         )
 
 
