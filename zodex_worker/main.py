@@ -18,17 +18,17 @@ import sys
 import time
 from pathlib import Path
 
-import msgpack
 import zmq
 import zmq.asyncio
 
-from zodex_protocol import messages
+from zodex_protocol import messages, tombstones
 from zodex_protocol.envelope import WireCodec, read_key_file
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
 from zodex_protocol.limits import Limits
 from zodex_protocol.version import PROTOCOL_VERSION
 from zodex_system import proctree
 from zodex_system.cgroups import SessionGroups
+from zodex_system.secret_files import write_secret_file
 from zodex_worker.lifecycle import IdleTimer, watch_runtime_owner
 from zodex_worker.output.spill import remove_stale_spill_files
 from zodex_worker.reaper import Reaper, become_subreaper
@@ -150,16 +150,15 @@ def _announce_ready() -> None:
 def _leave_tombstones(path: Path, service: WorkerService) -> None:
     """Record the final results of this incarnation's sessions, so their handles keep
     answering after a clean exit (docs/sessions.md#after-exit: tombstones live an hour)."""
-    wall_offset = time.time() - time.monotonic()
-    finals = {
-        handle: {"final": stone.final.to_body(), "expires_at": stone.expires_at + wall_offset}
+    now = time.monotonic()
+    wall_offset = time.time() - now
+    stones = {
+        handle: tombstones.Tombstone(stone.final, stone.expires_at + wall_offset)
         for handle, stone in service.table.tombstones.items()
+        if stone.expires_at > now
     }
-    tmp = path.with_suffix(".tmp")
     try:
-        tmp.write_bytes(msgpack.packb(finals, use_bin_type=True))
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
+        write_secret_file(path, tombstones.encode(stones))
     except OSError:
         logging.getLogger("zodex.worker").warning("could not write %s", path)
 

@@ -50,8 +50,3 @@ def session_result(session: Session, output: str) -> SessionResult:
         session_handle=session.handle if keeps_handle else None,
         spilled=session.output.spilled(),
     )
-
-
-def tombstone_result(final: SessionResult) -> SessionResult:
-    """A poll of an evicted session: the final fields again, with no new output."""
-    return final.without_output()

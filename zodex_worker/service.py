@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from zodex_protocol import tombstones
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.events import ProcessStarted
 from zodex_protocol.handles import SessionHandle
@@ -26,7 +27,7 @@ from zodex_system.cgroups import Group, SessionGroups
 from zodex_worker.output import SessionOutput
 from zodex_worker.pty_backend import Terminal, spawn_terminal
 from zodex_worker.reaper import Reaper
-from zodex_worker.results import session_result, tombstone_result
+from zodex_worker.results import session_result
 from zodex_worker.session import EventSink, Session
 from zodex_worker.sessions import SessionTable, Tombstone
 
@@ -117,7 +118,7 @@ class WorkerService:
         if found is None:
             raise ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {handle}")
         if isinstance(found, Tombstone):
-            return tombstone_result(found.final)
+            return tombstones.poll_result(found.final)
         session = found
         async with session.lock:
             session.last_used = time.monotonic()

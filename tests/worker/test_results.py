@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from tests.support.gateway import pid_alive, wait_for
+from zodex_protocol import tombstones
 from zodex_protocol.limits import Limits
 from zodex_protocol.replies import SpilledOutput
 from zodex_protocol.requests import ExecRequest, WriteRequest
 from zodex_worker.reaper import Reaper
-from zodex_worker.results import session_result, summary_line, tombstone_result
+from zodex_worker.results import session_result, summary_line
 from zodex_worker.service import WorkerConfig, WorkerService
 from zodex_worker.session import Ending
 
@@ -124,7 +125,7 @@ def test_spill_fields_are_added_only_when_present() -> None:
 
 def test_tombstone_repeats_the_final_fields_without_output() -> None:
     final = session_result(FakeSession(400, ended(2)), "old output")  # type: ignore[arg-type]
-    stone = tombstone_result(final)
+    stone = tombstones.poll_result(final)
     assert stone.to_body() == {**final.to_body(), "output": ""}
     assert final.output == "old output", "the stored final result is not changed"
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.waiting import process_gone, wait_for_value, wait_until
 from tests.support.worker_process import RawDealer, WorkerProcess, running_worker
-from zodex_protocol import messages
+from zodex_protocol import messages, tombstones
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode
 from zodex_protocol.version import PROTOCOL_VERSION
@@ -200,6 +200,8 @@ def test_shutdown_says_bye_kills_sessions_and_leaves_tombstones() -> None:
         assert stones[handle]["final"]["termination_reason"] == "killed"
         assert stones[handle]["expires_at"] > time.time()
         assert os.stat(worker.exit_file).st_mode & 0o777 == 0o600
+        answer = tombstones.answer_from_file(worker.exit_file, handle)
+        assert answer is not None and answer.termination_reason == "killed" and answer.output == ""
 
 
 def test_owner_gone_stops_worker_and_its_sessions() -> None:

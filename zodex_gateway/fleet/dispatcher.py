@@ -59,8 +59,8 @@ class ZmqDispatcher:
         request = WriteRequest.from_args(args, self.limits)
         handle = request.session_handle
         target = await self.supervisor.route_handle(handle)
-        if isinstance(target, dict):
-            return SessionResult.from_body(target)  # the final result an exited worker left
+        if isinstance(target, SessionResult):
+            return target  # from the tombstone of an incarnation that exited cleanly
         try:
             body = await target.request(messages.WRITE, request.to_body(), self._timeout)
         except ProtocolError as exc:

@@ -16,22 +16,20 @@ import json
 import logging
 import os
 import signal
-import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-import msgpack
 import zmq
 import zmq.asyncio
 
 from zodex_gateway.fleet.restart_policy import RestartPolicy
 from zodex_gateway.fleet.runtime import Runtime, worker_argv
 from zodex_gateway.fleet.worker_client import WorkerClient
-from zodex_protocol import messages
+from zodex_protocol import messages, tombstones
 from zodex_protocol.envelope import WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import MAX_INCARNATION, SessionHandle, worker_id_for
 from zodex_protocol.layout import WorkerRecord
+from zodex_protocol.replies import SessionResult
 from zodex_protocol.version import PROTOCOL_VERSION
 from zodex_system import cgroups, descriptor_limit, proctree
 
@@ -286,7 +284,7 @@ class Supervisor:
 
     # ---- handle → worker ---------------------------------------------------------------
 
-    async def route_handle(self, text: str) -> WorkerClient | dict[str, Any]:
+    async def route_handle(self, text: str) -> WorkerClient | SessionResult:
         """The worker that owns a handle, or the final result of an exited incarnation.
 
         *Lost* is only an incarnation the registry recorded as started, now gone without
@@ -311,7 +309,7 @@ class Supervisor:
                     return client
         exit_file = self.layout.exit_file(handle.worker_id, handle.incarnation)
         if exit_file.exists():
-            final = _read_tombstone(exit_file, text)
+            final = tombstones.answer_from_file(exit_file, text)
             if final is None:
                 raise unknown
             return final
@@ -364,17 +362,3 @@ class Supervisor:
                 proc.kill()
         elif record_alive(record):
             self._kill_record(record)
-
-
-def _read_tombstone(path: os.PathLike[str], handle: str) -> dict[str, Any] | None:
-    try:
-        with open(path, "rb") as f:
-            stones = msgpack.unpackb(f.read(), raw=False)
-        stone = stones.get(handle)
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(stone, dict) or stone.get("expires_at", 0) < time.time():
-        return None
-    final = dict(stone["final"])
-    final["output"] = ""
-    return final
