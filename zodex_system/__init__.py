@@ -1,2 +1,3 @@
 """What the gateway and the worker both need from the operating system: the process tree,
-session cgroups, private directories, and terminal text cleaning. Imports neither."""
+session cgroups, private directories, XDG paths, secret files, and terminal text cleaning.
+Imports neither."""
