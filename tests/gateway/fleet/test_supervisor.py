@@ -1,0 +1,259 @@
+"""The Supervisor on real workers (docs/architecture.md#supervisor): one worker per workdir
+however many calls and gateways ask at once, a live worker reused, a dead one replaced by the
+next incarnation until the restart policy gives up, and what ``route_handle`` answers for a
+live, exited, lost, unknown or malformed handle."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.gateway import wait_for
+from zodex_gateway.fleet.restart_policy import RestartPolicy
+from zodex_gateway.fleet.runtime import Runtime
+from zodex_gateway.fleet.supervisor import Supervisor, lost_message
+from zodex_gateway.fleet.worker_client import WorkerClient
+from zodex_protocol import messages
+from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.handles import SessionHandle, worker_id_for
+from zodex_protocol.layout import WorkerRecord
+from zodex_protocol.replies import SessionResult
+from zodex_system import proctree
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A short private root (ipc paths are limited to ~100 characters) holding the runtime
+    base and the workdirs."""
+    path = Path(tempfile.mkdtemp(prefix="zx", dir="/tmp"))
+    (path / "run").mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(path / "run"))
+    monkeypatch.delenv("ZODEX_WORKER_ARGV", raising=False)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def workdir(root: Path) -> str:
+    path = root / "wd"
+    path.mkdir()
+    return os.path.realpath(path)
+
+
+@asynccontextmanager
+async def supervising(runtime: Runtime) -> AsyncIterator[Supervisor]:
+    supervisor = Supervisor(runtime)
+    try:
+        yield supervisor
+    finally:
+        await supervisor.shutdown()
+        # Workers that ended before the shutdown are not waited for by it; reaped here, so
+        # none is left to the next test's loop.
+        await wait_for(
+            lambda: not supervisor._children, what="the workers this supervisor started to be reaped"
+        )
+
+
+@pytest.fixture
+async def owned(root: Path) -> AsyncIterator[Runtime]:
+    runtime = Runtime.create(state_dir=root / "state", use_cgroups=False)
+    try:
+        yield runtime
+    finally:
+        runtime.release()
+
+
+@pytest.fixture
+async def supervisor(owned: Runtime) -> AsyncIterator[Supervisor]:
+    async with supervising(owned) as started:
+        yield started
+
+
+def started_incarnations(runtime: Runtime, workdir: str) -> list[int]:
+    prefix = worker_id_for(workdir) + "-"
+    return sorted(
+        int(path.name.removeprefix(prefix).removesuffix(".started"))
+        for path in runtime.layout.workers_dir.glob(f"{prefix}*.started")
+    )
+
+
+async def killed(client: WorkerClient) -> None:
+    """SIGKILL the client's worker and wait for the client to see it (its pidfd)."""
+    os.kill(client.record.pid, signal.SIGKILL)
+    await wait_for(lambda: not client.alive, what="the client to see its worker die")
+
+
+async def run(client: WorkerClient, cmd: str, workdir: str, **args: Any) -> dict[str, Any]:
+    body = {"cmd": cmd, "workdir": workdir, "yield_time_ms": 5000, **args}
+    result: dict[str, Any] = await client.request(messages.EXEC, body, timeout=30)
+    return result
+
+
+# ---- worker_for ------------------------------------------------------------------------
+
+
+async def test_concurrent_calls_from_two_gateways_start_one_worker(
+    owned: Runtime, supervisor: Supervisor, workdir: str
+) -> None:
+    async with supervising(Runtime.join(owned.layout.root, state_dir=owned.state_dir)) as joined:
+        clients = await asyncio.gather(
+            *(supervisor.worker_for(workdir) for _ in range(4)),
+            *(joined.worker_for(workdir) for _ in range(4)),
+        )
+        mine, theirs = clients[:4], clients[4:]
+        assert all(c is mine[0] for c in mine) and all(c is theirs[0] for c in theirs)
+        assert {(c.record.pid, c.incarnation) for c in clients} == {(mine[0].record.pid, 1)}
+        assert started_incarnations(owned, workdir) == [1]
+        assert await mine[0].request(messages.PING, {}, timeout=10) == await theirs[0].request(
+            messages.PING, {}, timeout=10
+        )
+
+
+async def test_a_live_worker_is_reused_not_respawned(
+    owned: Runtime, supervisor: Supervisor, workdir: str
+) -> None:
+    first = await supervisor.worker_for(workdir)
+    assert await supervisor.worker_for(workdir) is first
+    # Another gateway finds it through its record and connects to it.
+    async with supervising(Runtime.join(owned.layout.root, state_dir=owned.state_dir)) as joined:
+        other = await joined.worker_for(workdir)
+        assert other is not first
+        assert (other.record.pid, other.incarnation) == (first.record.pid, 1)
+        assert started_incarnations(owned, workdir) == [1]
+        joined.clients.clear()  # leave the worker to its owner: a joined gateway stops what it knows
+
+
+async def test_a_dead_worker_is_replaced_until_the_policy_gives_up(
+    owned: Runtime, supervisor: Supervisor, workdir: str
+) -> None:
+    worker_id = worker_id_for(workdir)
+    policy = supervisor.policies[worker_id] = RestartPolicy(max_crashes=2)
+    first = await supervisor.worker_for(workdir)
+    # A clean exit (the worker leaves its exit file) is not a crash.
+    await first.request(messages.SHUTDOWN, {}, timeout=10)
+    await wait_for(lambda: not first.alive, what="the worker to stop")
+    second = await supervisor.worker_for(workdir)
+    assert second.incarnation == 2 and policy.recent_crashes() == 0
+    await killed(second)
+    third = await supervisor.worker_for(workdir)
+    assert third.incarnation == 3 and policy.recent_crashes() == 1
+    await killed(third)
+    with pytest.raises(ProtocolError) as caught:
+        await supervisor.worker_for(workdir)
+    assert caught.value.code == ErrorCode.WORKER_UNAVAILABLE
+    assert str(caught.value).startswith(f"the worker for {workdir} crashed 2 times in 60s; not restarting it")
+    assert started_incarnations(owned, workdir) == [1, 2, 3], "giving up starts nothing"
+
+
+async def test_a_worker_that_fails_to_start_counts_as_a_crash(
+    root: Path, supervisor: Supervisor, workdir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attempts = root / "attempts"
+    script = root / "crash.py"
+    script.write_text(f"open({str(attempts)!r}, 'a').write('x')\nraise SystemExit(3)\n")
+    monkeypatch.setenv("ZODEX_WORKER_ARGV", json.dumps([sys.executable, str(script)]))
+    for _ in range(3):
+        with pytest.raises(ProtocolError) as caught:
+            await supervisor.worker_for(workdir)
+        # The status is not checked: the kill after start-up failed may reap the process
+        # before asyncio reads its status, which it then reports as 255.
+        assert re.fullmatch(
+            rf"could not start a worker for {re.escape(workdir)}: it exited during start-up "
+            r"\(status -?\d+\); check the gateway log and retry",
+            str(caught.value),
+        ), caught.value
+    with pytest.raises(ProtocolError) as caught:
+        await supervisor.worker_for(workdir)
+    assert "crashed 3 times in 60s" in str(caught.value)
+    assert attempts.read_text() == "xxx", "no start is attempted once the policy gave up"
+
+
+# ---- route_handle ----------------------------------------------------------------------
+
+
+async def test_route_handle_decisions(owned: Runtime, supervisor: Supervisor, workdir: str) -> None:
+    worker_id = worker_id_for(workdir)
+    client = await supervisor.worker_for(workdir)
+    running = (await run(client, "sleep 30", workdir, yield_time_ms=50))["session_handle"]
+    assert await supervisor.route_handle(running) is client
+
+    unknown = [
+        "not-a-handle",
+        str(SessionHandle.new(worker_id, 7)),  # an incarnation that never started
+        str(SessionHandle.new("abcdefg", 1)),  # a worker this runtime never had
+        str(SessionHandle(worker_id, 1, "0000000000")),  # the live worker's id, a made-up token
+    ]
+    for text in unknown[:3]:
+        with pytest.raises(ProtocolError) as caught:
+            await supervisor.route_handle(text)
+        assert (caught.value.code, str(caught.value)) == (
+            ErrorCode.UNKNOWN_HANDLE,
+            f"Unknown session handle: {text}",
+        )
+    # A made-up token of the live incarnation goes to its worker, which knows it not.
+    assert await supervisor.route_handle(unknown[3]) is client
+
+    # Killed: its incarnation was registered as started and left no exit file.
+    await killed(client)
+    for _ in range(2):  # and it stays lost once the next incarnation runs
+        with pytest.raises(ProtocolError) as caught:
+            await supervisor.route_handle(running)
+        assert (caught.value.code, str(caught.value)) == (
+            ErrorCode.SESSION_LOST,
+            lost_message(running, workdir),
+        )
+        successor = await supervisor.worker_for(workdir)
+        assert successor.incarnation == 2
+
+    # A clean exit leaves the final results: the handle answers them, with no output.
+    ended = await run(successor, "sleep 0.2; echo hi; exit 4", workdir, yield_time_ms=50)
+    handle = ended["session_handle"]
+    async with asyncio.timeout(20):
+        while ended["status"] == "running":
+            ended = await successor.request(
+                messages.WRITE, {"session_handle": handle, "yield_time_ms": 5000}, 30
+            )
+    assert (ended["exit_code"], ended["output"]) == (4, "hi\n")
+    await successor.request(messages.SHUTDOWN, {}, timeout=10)
+    await wait_for(lambda: not successor.alive, what="the worker to stop")
+    final = await supervisor.route_handle(handle)
+    assert isinstance(final, SessionResult)
+    assert (final.status, final.exit_code, final.output) == ("exited", 4, "")
+
+    await supervisor.shutdown()
+    for call in (supervisor.route_handle(handle), supervisor.worker_for(workdir)):
+        with pytest.raises(ProtocolError) as caught:
+            await call
+        assert caught.value.code == ErrorCode.STOPPING
+
+
+async def test_a_handle_of_a_live_worker_this_gateway_never_met(
+    owned: Runtime, supervisor: Supervisor, workdir: str
+) -> None:
+    """A handle issued through another gateway routes to the shared worker by its record."""
+    handle = (await run(await supervisor.worker_for(workdir), "sleep 30", workdir, yield_time_ms=50))[
+        "session_handle"
+    ]
+    async with supervising(Runtime.join(owned.layout.root, state_dir=owned.state_dir)) as joined:
+        target = await joined.route_handle(handle)
+        assert isinstance(target, WorkerClient)
+        record = WorkerRecord.read(owned.layout.record_file(worker_id_for(workdir)))
+        assert record is not None and target.record == record
+        assert proctree.is_alive(record.pid, record.pid_start)
+        joined.clients.clear()  # leave the worker to its owner
