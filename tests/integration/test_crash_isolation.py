@@ -13,6 +13,8 @@ import psutil
 import pytest
 
 from tests.support.gateway import GatewayEnv, gateway_env, pid_alive, stdio_gateway, wait_for
+from tests.support.poll_probe import TYPED, PollProbe
+from zodex_gateway.fleet.supervisor import lost_message
 from zodex_protocol.layout import WorkerRecord
 
 pytestmark = pytest.mark.timeout(120)
@@ -72,17 +74,21 @@ async def test_sigkill_worker_loses_only_its_sessions(genv: GatewayEnv, connect,
 
 
 async def test_worker_killed_during_a_call(genv: GatewayEnv, tmp_path: Path) -> None:
+    probe = PollProbe.make(genv.root)
     async with stdio_gateway(genv) as mcp:
-        started = await mcp.exec("sleep 60", str(tmp_path), yield_time_ms=50)
+        started = await mcp.exec(probe.command, str(tmp_path), yield_time_ms=50)
+        handle = started["session_handle"]
+        await mcp.output_until(handle, "ready", started["output"])
         victim = records(genv)[os.path.realpath(tmp_path)]
         poll = asyncio.create_task(
-            mcp.call("write_stdin", session_handle=started["session_handle"], yield_time_ms=30000)
+            mcp.call("write_stdin", session_handle=handle, chars=TYPED, yield_time_ms=30000)
         )
-        await asyncio.sleep(0.3)  # let the poll reach the worker; its death is the event under test
+        # The poll is waiting in the worker when it dies: its death is the event under test.
+        await wait_for(probe.reached, what="the poll to reach the worker")
         os.kill(victim.pid, signal.SIGKILL)
         result = await asyncio.wait_for(poll, 10)
         assert result.is_error
-        assert "was lost" in result.content[0].text
+        assert result.content[0].text == lost_message(handle, os.path.realpath(tmp_path))
         assert (await mcp.exec("echo alive", str(tmp_path)))["output"] == "alive\n"
 
 

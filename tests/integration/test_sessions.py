@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.gateway import CONNECTORS, GatewayEnv, gateway_env, pid_alive, stdio_gateway, wait_for
+from tests.support.poll_probe import TYPED, PollProbe
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,18 +28,10 @@ def pids_in(output: str) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", output)}
 
 
-async def collect_until(mcp, handle: str, marker: str, first: str) -> str:
-    out = first
-    deadline = time.monotonic() + 20
-    while marker not in out and time.monotonic() < deadline:
-        out += (await mcp.write(handle, yield_time_ms=1000))["output"]
-    return out
-
-
 async def test_kill_ends_the_whole_group_and_escapees(genv: GatewayEnv, connect, tmp_path: Path) -> None:
     async with connect(genv) as mcp:
         r = await mcp.exec(SPAWN_FAMILY, str(tmp_path), yield_time_ms=2000)
-        out = await collect_until(mcp, r["session_handle"], "ready", r["output"])
+        out = await mcp.output_until(r["session_handle"], "ready", r["output"])
         pids = pids_in(out)
         assert set(pids) == {"grp", "sid", "orphan"}, out
         assert all(pid_alive(p) for p in pids.values())
@@ -98,17 +91,22 @@ async def test_tombstone_expires(tmp_path: Path) -> None:
 async def test_timeout_without_polling(tmp_path: Path) -> None:
     with gateway_env(kill_grace_ms=500) as genv:
         async with stdio_gateway(genv) as mcp:
-            r = await mcp.exec("echo start; sleep 30", str(tmp_path), yield_time_ms=50, timeout_ms=1000)
-            handle = r["session_handle"]
             pid_file = tmp_path / "pid"
-            # Nobody polls for 2.5 s: the worker must enforce the timeout on its own.
-            await asyncio.sleep(2.5)
-            final = await mcp.write(handle, yield_time_ms=50)
+            r = await mcp.exec(
+                f"echo $$ > {pid_file}.new && mv {pid_file}.new {pid_file}; echo start; exec sleep 30",
+                str(tmp_path),
+                yield_time_ms=50,
+                timeout_ms=1000,
+            )
+            await wait_for(pid_file.exists, what="the command to write its pid")
+            pid = int(pid_file.read_text())
+            # Nobody polls: the worker must enforce the timeout on its own.
+            await wait_for(lambda: not pid_alive(pid), what="the worker to end the command at its timeout")
+            final = await mcp.write(r["session_handle"], yield_time_ms=50)
     assert final["status"] == "exited"
     assert final["termination_reason"] == "timeout"
     assert final["summary"].startswith("timed out after 1.")
     assert "[zodex] command timed out after 1.0s and was terminated" in final["output"]
-    assert not pid_file.exists()
 
 
 async def test_timeout_while_polling(tmp_path: Path) -> None:
@@ -178,21 +176,30 @@ async def test_calls_on_different_sessions_do_not_wait(genv: GatewayEnv, connect
     b = tmp_path / "b"
     a.mkdir()
     b.mkdir()
+    probes = [PollProbe.make(tmp_path, "a"), PollProbe.make(tmp_path, "b")]
     async with connect(genv) as mcp:
-        long_a = await mcp.exec("sleep 30", str(a), yield_time_ms=50)
-        long_b = await mcp.exec("sleep 30", str(b), yield_time_ms=50)
-        started = time.monotonic()
-        polls = [
-            asyncio.create_task(mcp.write(long_a["session_handle"], yield_time_ms=3000)),
-            asyncio.create_task(mcp.write(long_b["session_handle"], yield_time_ms=3000)),
+        long = [
+            await mcp.exec(probe.command, str(d), yield_time_ms=50)
+            for probe, d in zip(probes, [a, b], strict=True)
         ]
+        for r in long:
+            await mcp.output_until(r["session_handle"], "ready", r["output"])
+        polls = [
+            asyncio.create_task(mcp.write(r["session_handle"], chars=TYPED, yield_time_ms=30000))
+            for r in long
+        ]
+        for probe in probes:
+            await wait_for(probe.reached, what=f"the poll to reach its worker ({probe.marker.name})")
+        started = time.monotonic()
         quick = await asyncio.gather(*(mcp.exec(f"echo {i}", str(d)) for i, d in enumerate([a, b, a, b])))
         quick_time = time.monotonic() - started
-        await asyncio.gather(*polls)
-        assert [q["output"] for q in quick] == ["0\n", "1\n", "2\n", "3\n"]
-        assert quick_time < 2.5, "calls must not queue behind a long poll"
-        for r in (long_a, long_b):
-            await mcp.write(r["session_handle"], kill_process=True)
+        assert not any(p.done() for p in polls), "the long polls were waiting in their workers all along"
+        for probe in probes:
+            probe.release()
+        released = await asyncio.gather(*polls)
+    assert [q["output"] for q in quick] == ["0\n", "1\n", "2\n", "3\n"]
+    assert quick_time < 2.5, "calls must not queue behind a long poll"
+    assert [r["output"] for r in released] == ["released\n", "released\n"]
 
 
 async def test_calls_on_one_session_are_serialised(genv: GatewayEnv, connect, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
@@ -10,13 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import GatewayEnv, pid_alive, wait_for
+from tests.support.gateway import GatewayEnv, http_client, pid_alive, start_http_gateway, wait_for
+from tests.support.poll_probe import TYPED, PollProbe
 from tests.support.raw_stdio import RawStdioGateway
 from zodex_protocol.layout import WorkerRecord
 
 pytestmark = pytest.mark.timeout(60)
 
-FAMILY = "sleep 300 & echo grp=$!; setsid sleep 301 & echo sid=$!; echo ready; wait"
+# A grouped and an escaped child, then (FAMILY) waiting for both.
+FAMILY_PREFIX = "sleep 300 & echo grp=$!; setsid sleep 301 & echo sid=$!"
+FAMILY = f"{FAMILY_PREFIX}; echo ready; wait"
 
 
 def start_sessions(gateway: RawStdioGateway, dirs: list[Path]) -> list[int]:
@@ -73,20 +77,20 @@ async def test_gateway_stop_leaves_nothing_behind(genv: GatewayEnv, tmp_path: Pa
 
 
 async def test_http_gateway_sigterm_with_a_poll_in_flight(genv: GatewayEnv, tmp_path: Path) -> None:
-    import asyncio
-
-    from tests.support.gateway import http_client, start_http_gateway
-
+    probe = PollProbe.make(genv.root)
     gateway = start_http_gateway(genv)
     try:
         async with http_client(gateway.url, {"X-Zodex-Local-Token": gateway.token}) as mcp:
-            r = await mcp.exec(FAMILY, str(tmp_path), yield_time_ms=1000)
-            commands = [int(p) for p in re.findall(r"=(\d+)", r["output"])]
+            r = await mcp.exec(f"{FAMILY_PREFIX}; {probe.command}", str(tmp_path), yield_time_ms=50)
+            out = await mcp.output_until(r["session_handle"], "ready", r["output"])
+            commands = [int(p) for p in re.findall(r"=(\d+)", out)]
+            assert len(commands) == 2, out
             workers = worker_pids(genv)
             poll = asyncio.create_task(
-                mcp.call("write_stdin", session_handle=r["session_handle"], yield_time_ms=60000)
+                mcp.call("write_stdin", session_handle=r["session_handle"], chars=TYPED, yield_time_ms=60000)
             )
-            await asyncio.sleep(0.2)  # the poll must be in flight when the signal lands
+            # The poll is waiting in the worker when the signal lands.
+            await wait_for(probe.reached, what="the poll to reach the worker")
             started = time.monotonic()
             gateway.process.send_signal(signal.SIGTERM)
             await wait_for(lambda: gateway.process.poll() is not None, timeout=10, what="the gateway to exit")

@@ -100,6 +100,18 @@ class Mcp:
         text: str = result.content[0].text
         return text
 
+    async def output_until(self, handle: str, marker: str, first: str = "", timeout: float = 20.0) -> str:
+        """Poll ``handle`` until its output (after ``first``, what the caller already has)
+        contains ``marker``; all of it. Fails, showing the output, if it never does."""
+        out = first
+        try:
+            async with asyncio.timeout(timeout):
+                while marker not in out:
+                    out += (await self.write(handle, yield_time_ms=1000))["output"]
+        except TimeoutError:
+            raise AssertionError(f"timed out waiting for {marker!r} from {handle}; output: {out!r}") from None
+        return out
+
     async def drain(self, handle: str, *, limit_s: float = 30.0) -> tuple[str, dict[str, Any]]:
         """Poll until the session exits; return all output and the last result."""
         out = []
