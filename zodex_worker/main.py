@@ -29,11 +29,11 @@ from zodex_protocol.version import PROTOCOL_VERSION
 from zodex_system import proctree
 from zodex_system.cgroups import SessionGroups
 from zodex_system.secret_files import write_secret_file
-from zodex_worker.lifecycle import IdleTimer, watch_runtime_owner
 from zodex_worker.output.spill import remove_stale_spill_files
 from zodex_worker.reaper import Reaper, become_subreaper
 from zodex_worker.server import EventPublisher, WorkerServer
 from zodex_worker.service import WorkerConfig, WorkerService
+from zodex_worker.stop_conditions import IdleTimer, watch_runtime_owner
 
 SPILL_SWEEP_SECONDS = 3600.0
 EVENT_HWM = 10_000  # events queued per subscriber before ZeroMQ drops (the subscriber sees a gap)

@@ -28,7 +28,7 @@ from zodex_worker.output import SessionOutput
 from zodex_worker.pty_backend import Terminal, spawn_terminal
 from zodex_worker.reaper import Reaper
 from zodex_worker.results import session_result
-from zodex_worker.session import EventSink, Session
+from zodex_worker.session import EventPublisher, Session
 from zodex_worker.sessions import SessionTable, Tombstone
 
 EVICTED_CMD_CHARS = 200  # an evicted session's command, as reported, is cut to this
@@ -62,7 +62,7 @@ class WorkerService:
         self,
         config: WorkerConfig,
         reaper: Reaper,
-        publish: EventSink,
+        publish: EventPublisher,
         *,
         on_idle_change: Callable[[], None] = lambda: None,
     ) -> None:

@@ -39,7 +39,7 @@ class Ending:
     left_behind: int = 0  # how many the command left behind when it ended
 
 
-EventSink = Callable[[WorkerEvent], None]
+EventPublisher = Callable[[WorkerEvent], None]
 
 
 class Session:
@@ -54,7 +54,7 @@ class Session:
         limits: Limits,
         timeout_ms: int,
         reaper: Reaper,
-        publish: EventSink,
+        publish: EventPublisher,
         on_end: Callable[[Session], None],
         other_leaders: Callable[[], set[int]] = set,
         group: Group | None = None,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,9 +40,7 @@ def pids_in(output: str) -> dict[str, int]:
 
 async def start_escapees(mcp: Mcp, workdir: Path) -> tuple[str, dict[str, int]]:
     r = await mcp.exec(RUNNING, str(workdir), yield_time_ms=2000)
-    out, deadline = r["output"], time.monotonic() + 20
-    while "ready" not in out and time.monotonic() < deadline:
-        out += (await mcp.write(r["session_handle"], yield_time_ms=1000))["output"]
+    out = await mcp.output_until(r["session_handle"], "ready", r["output"])
     pids = pids_in(out)
     assert set(pids) == {"esc", "clean"}, out
     return r["session_handle"], pids
@@ -141,9 +138,7 @@ async def test_the_marker_sweep_when_cgroups_are_off(genv: GatewayEnv, tmp_path:
     try:
         async with stdio_gateway(genv) as mcp:
             r = await mcp.exec(family, str(tmp_path), yield_time_ms=2000)
-            out, deadline = r["output"], time.monotonic() + 20
-            while "ready" not in out and time.monotonic() < deadline:
-                out += (await mcp.write(r["session_handle"], yield_time_ms=1000))["output"]
+            out = await mcp.output_until(r["session_handle"], "ready", r["output"])
             pids = pids_in(out)
             assert set(pids) == {"orphan", "sid"}, out
             assert not (runtime_dir(genv) / "cgroup").exists()

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import stat
-import time
 from pathlib import Path
 
 import httpx
@@ -14,6 +13,7 @@ import pytest
 
 from tests.support.gateway import http_client, pid_alive, wait_for
 from tests.support.local import local_env
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -81,11 +81,8 @@ def test_ttl_expiry_stops_like_stop(tmp_path: Path) -> None:
         discovery = local.discovery()
         assert discovery["expires_at"] is not None
         assert "expires" in started.stdout
-        deadline = time.monotonic() + 20
-        while (local.discovery_file.exists() or pid_alive(discovery["pid"])) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not local.discovery_file.exists(), "the runtime must unpublish itself at expiry"
-        assert not pid_alive(discovery["pid"])
+        wait_until(lambda: not local.discovery_file.exists(), 20, "the runtime to unpublish itself at expiry")
+        wait_until(lambda: not pid_alive(discovery["pid"]), 20, "the runtime to exit at expiry")
         assert local.status()["running"] is False
 
 
@@ -155,18 +152,13 @@ def test_tunnel_runs_with_the_runtime(tmp_path: Path) -> None:
         script.chmod(0o755)
         local.run("local", "setup", "--tunnel-command", str(script), "--tunnel-id", "tid-1")
         local.run("local", "start", str(tmp_path))
-        deadline = time.monotonic() + 10
-        while not out.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: out.exists() and out.read_text().endswith("\n"), 10, "the tunnel to start")
         url, tunnel_id, token_len, pid = out.read_text().split()
         assert url == local.discovery()["mcp"]["url"]
         assert tunnel_id == "tid-1" and token_len == "64"
         assert pid_alive(int(pid))
         local.run("local", "stop")
-        deadline = time.monotonic() + 10
-        while pid_alive(int(pid)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not pid_alive(int(pid))
+        wait_until(lambda: not pid_alive(int(pid)), 10, "the tunnel to be stopped")
 
 
 def test_logs_and_mcp_config(tmp_path: Path) -> None:

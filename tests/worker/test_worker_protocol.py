@@ -146,12 +146,14 @@ def collect_session_events(worker: WorkerProcess, cmd: str) -> tuple[dict[str, A
     sub = worker.subscriber()
     dealer = worker.dealer()
     try:
-        deadline = time.monotonic() + 20
-        warm = False
-        while not warm:  # PUB drops events until the SUB's subscription arrives: probe for it
-            assert time.monotonic() < deadline, "subscription never became live"
+
+        def warm() -> bool:
             dealer.exec(": warm-up", worker.workdir)
-            warm = sub.next(time.monotonic() + 0.5) is not None
+            return sub.next(time.monotonic() + 0.5) is not None
+
+        # PUB drops events until the SUB's subscription arrives: probe for it.
+        wait_until(warm, timeout=20, what="the subscription to become live")
+        deadline = time.monotonic() + 20
         result = dealer.exec(cmd, worker.workdir)
         events: list[tuple[str, Any]] = []
         session = None

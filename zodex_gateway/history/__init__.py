@@ -18,17 +18,17 @@ from zodex_gateway.history.records import (
     HistoryUnavailable,
     Invocation,
 )
-from zodex_gateway.history.schema import SCHEMA_VERSION
+from zodex_gateway.history.schema import HISTORY_SCHEMA
 from zodex_gateway.history.storage import DB_NAME, clear_history
 from zodex_gateway.history.store import HistoryStore
 
 __all__ = [
     "DB_NAME",
     "ERROR",
+    "HISTORY_SCHEMA",
     "INCOMPLETE",
     "OK",
     "PENDING",
-    "SCHEMA_VERSION",
     "AgentRecord",
     "FileChange",
     "HistoryStore",

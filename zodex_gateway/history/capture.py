@@ -41,7 +41,7 @@ UNWRITABLE_REASON = "output events were not stored: history could not write"
 MAX_HELD_EVENTS = 10_000
 
 
-EventSink = Callable[[list[WorkerEvent]], None]
+BatchSink = Callable[[list[WorkerEvent]], None]
 
 
 class EventCapture:
@@ -50,7 +50,7 @@ class EventCapture:
         store: HistoryStore,
         context: zmq.asyncio.Context,
         codec: WireCodec,
-        sink: EventSink | None = None,
+        sink: BatchSink | None = None,
         secrets: SecretRegistry = SECRETS,
     ) -> None:
         """``sink`` gets each batch of events on the loop once it is stored (the

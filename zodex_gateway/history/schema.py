@@ -110,7 +110,7 @@ UPDATE processes SET output_bytes =
     (SELECT COALESCE(SUM(size), 0) FROM output_chunks AS c WHERE c.handle = processes.handle)
 """
 
-SCHEMA_VERSION: Final = 2
+HISTORY_SCHEMA: Final = 2
 
 _MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {
     1: lambda conn: _run_script(conn, _V1),
@@ -127,13 +127,13 @@ def _run_script(conn: sqlite3.Connection, script: str) -> None:
 
 
 def migrate(conn: sqlite3.Connection) -> None:
-    """Bring the schema to :data:`SCHEMA_VERSION`; the caller holds a write transaction,
+    """Bring the schema to :data:`HISTORY_SCHEMA`; the caller holds a write transaction,
     so two processes opening a fresh file at once migrate it once."""
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if version > SCHEMA_VERSION:
+    if version > HISTORY_SCHEMA:
         raise HistoryUnavailable(
-            f"history was written by a newer Zodex (schema {version}, this one reads {SCHEMA_VERSION})"
+            f"history was written by a newer Zodex (schema {version}, this one reads {HISTORY_SCHEMA})"
         )
-    for target in range(version + 1, SCHEMA_VERSION + 1):
+    for target in range(version + 1, HISTORY_SCHEMA + 1):
         _MIGRATIONS[target](conn)
         conn.execute(f"PRAGMA user_version = {target}")

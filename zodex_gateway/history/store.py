@@ -31,7 +31,7 @@ from zodex_gateway.history.records import (
     Invocation,
 )
 from zodex_gateway.history.reserve import RESERVE_NAME, SpaceReserve, is_disk_full
-from zodex_gateway.history.schema import SCHEMA_VERSION, migrate
+from zodex_gateway.history.schema import HISTORY_SCHEMA, migrate
 from zodex_gateway.history.size_limit import SizeLimit
 from zodex_gateway.history.storage import (
     checkpoint,
@@ -93,7 +93,7 @@ class HistoryStore:
         try:
             with self._read("history cannot read its schema: {error}") as conn:
                 version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            if version != SCHEMA_VERSION:
+            if version != HISTORY_SCHEMA:
                 with self._write("history cannot prepare its database: {error}") as conn:
                     migrate(conn)
             if recover:

@@ -25,7 +25,7 @@ from zodex_gateway.local.discovery import RUNTIME_ENV, Discovery, OwnedProcess, 
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.tunnel import start_tunnel, stop_tunnel
 from zodex_gateway.observer import file_bearer
-from zodex_gateway.observer.views import API_VERSION, SCHEMA_VERSION
+from zodex_gateway.observer.views import API_SCHEMA_VERSION, API_VERSION
 from zodex_gateway.redaction import SECRETS, RedactingFormatter, watch_secret_files
 from zodex_gateway.serve.transports import ObserverServing, http_transport, serve_until_stopped
 from zodex_gateway.web.listener_limits import ListenerLimits
@@ -96,7 +96,7 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
             runtime_dir=str(runtime.layout.root),
             observability={
                 "api_version": API_VERSION,
-                "schema_version": SCHEMA_VERSION,
+                "schema_version": API_SCHEMA_VERSION,
                 "base_url": observer_url,
                 "bearer_token_path": str(paths.observer_bearer),
                 "events_url": f"{observer_url}/v1/events",

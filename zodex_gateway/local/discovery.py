@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+DISCOVERY_SCHEMA_VERSION = 1
 # Set by the runtime and inherited by its workers and commands: finds leftovers after a crash.
 RUNTIME_ENV = "ZODEX_RUNTIME_ID"
 
@@ -31,7 +31,7 @@ class Discovery:
     mcp: dict[str, str]  # {"url", "token_path"}
     runtime_dir: str  # sockets, worker registry: where leftovers are found after a crash
     observability: dict[str, Any] = field(default_factory=dict)
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = DISCOVERY_SCHEMA_VERSION
 
     def write(self, path: Path) -> None:
         tmp = path.with_name(f".{path.name}.{os.getpid()}")

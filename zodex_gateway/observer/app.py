@@ -37,13 +37,13 @@ from zodex_gateway.observer.paging import (
     encode_cursor,
     page_after,
     parse_choice,
-    parse_int,
     position,
     position_cursor,
+    query_int,
 )
 from zodex_gateway.observer.views import (
+    API_SCHEMA_VERSION,
     API_VERSION,
-    SCHEMA_VERSION,
     agent_entry,
     invocation_detail,
     invocation_summary,
@@ -58,7 +58,7 @@ log = logging.getLogger("zodex.gateway")
 OUTPUT_DEFAULT_CHARS = 65536
 OUTPUT_MAX_CHARS = 1024 * 1024
 _NO_STORE = (b"cache-control", b"no-store")
-ERRORS: Final = guard.JsonErrors(schema_version=SCHEMA_VERSION)
+ERRORS: Final = guard.JsonErrors(schema_version=API_SCHEMA_VERSION)
 MAX_ALIAS_BODY: Final = 4096
 MAX_MS: Final = 2**53
 
@@ -129,7 +129,7 @@ class ObserverApi:
         agent_count, invocation_count = self._store.counts()
         return JSONResponse(
             {
-                "schema_version": SCHEMA_VERSION,
+                "schema_version": API_SCHEMA_VERSION,
                 "api_version": API_VERSION,
                 "runtime_id": self._runtime_id,
                 "started_at": iso_utc(self._started_at),
@@ -145,7 +145,7 @@ class ObserverApi:
             agent_entry(agent, self._store.agent_workdirs(agent.agent_id), running)
             for agent in self._store.agents()
         ]
-        return JSONResponse({"schema_version": SCHEMA_VERSION, "agents": entries})
+        return JSONResponse({"schema_version": API_SCHEMA_VERSION, "agents": entries})
 
     def agent(self, request: Request) -> JSONResponse:
         return JSONResponse(self._agent_entry(self._one_agent(request)))
@@ -172,7 +172,7 @@ class ObserverApi:
 
     def invocations(self, request: Request) -> JSONResponse:
         params = request.query_params
-        limit = parse_int(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+        limit = query_int(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
         found = self._store.invocations(
             last=limit + 1,
             agent_id=params.get("agent_id"),
@@ -184,7 +184,7 @@ class ObserverApi:
         more = len(found) > limit
         return JSONResponse(
             {
-                "schema_version": SCHEMA_VERSION,
+                "schema_version": API_SCHEMA_VERSION,
                 "invocations": [invocation_summary(inv) for inv in page],
                 "next_cursor": position_cursor(page[-1].started_at, page[-1].id) if more else None,
             }
@@ -197,7 +197,7 @@ class ObserverApi:
         inv = self._one_invocation(request)
         params = request.query_params
         view = parse_choice(params, "view", ("raw", "display"))
-        limit = parse_int(params, "limit", OUTPUT_DEFAULT_CHARS, 1, OUTPUT_MAX_CHARS)
+        limit = query_int(params, "limit", OUTPUT_DEFAULT_CHARS, 1, OUTPUT_MAX_CHARS)
         offset = 0
         if params.get("cursor"):
             payload = decode_cursor(params["cursor"], {"offset": int, "view": str})
@@ -221,7 +221,7 @@ class ObserverApi:
         next_offset = max(offset, end)
         return JSONResponse(
             {
-                "schema_version": SCHEMA_VERSION,
+                "schema_version": API_SCHEMA_VERSION,
                 "text": piece,
                 "next_cursor": None
                 if ended and at_end
@@ -233,19 +233,19 @@ class ObserverApi:
 
     def timeline(self, request: Request) -> JSONResponse:
         params = request.query_params
-        limit = parse_int(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+        limit = query_int(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
         diffs = parse_choice(params, "diffs", ("full", "summary")) == "full"
         if params.get("before_ms") and params.get("recovery_since_ms"):
             raise ApiError(400, "give before_ms or recovery_since_ms, not both")
         agent_id, workdir = params.get("agent_id"), params.get("workdir")
         before = position(params.get("cursor"))
         if params.get("recovery_since_ms"):
-            since_ms = parse_int(params, "recovery_since_ms", 0, 0, MAX_MS)
+            since_ms = query_int(params, "recovery_since_ms", 0, 0, MAX_MS)
             changed = self._timeline.changed_since(since_ms / 1000, agent_id=agent_id, workdir=workdir)
             records, next_cursor = page_after(changed, lambda r: r.key, params.get("cursor"), limit)
         else:
             if before is None and params.get("before_ms"):
-                before = (parse_int(params, "before_ms", 0, 0, MAX_MS) / 1000, "")
+                before = (query_int(params, "before_ms", 0, 0, MAX_MS) / 1000, "")
             records, more = self._timeline.page(
                 agent_id=agent_id, workdir=workdir, before=before, limit=limit
             )
@@ -253,7 +253,7 @@ class ObserverApi:
             next_cursor = position_cursor(*last) if more and last else None
         return JSONResponse(
             {
-                "schema_version": SCHEMA_VERSION,
+                "schema_version": API_SCHEMA_VERSION,
                 "records": [timeline.to_json(self._store, r, diffs=diffs) for r in records],
                 "next_cursor": next_cursor,
             }

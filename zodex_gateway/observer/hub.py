@@ -42,7 +42,7 @@ EVENT_TYPES: Final = frozenset(
 
 
 @dataclass(frozen=True)
-class Event:
+class HubEvent:
     sequence: int
     event_type: str
     agent_id: str | None
@@ -60,7 +60,7 @@ class Event:
         presentation_id: str | None,
         payload: dict[str, Any],
         emitted_at_ms: int | None = None,
-    ) -> Event:
+    ) -> HubEvent:
         emitted = round(time.time() * 1000) if emitted_at_ms is None else emitted_at_ms
         data = json.dumps(
             {
@@ -86,7 +86,7 @@ class EventFilter:
     include_output: bool = True
     output_agent_ids: frozenset[str] | None = None  # None: output of every agent
 
-    def wants(self, event: Event) -> bool:
+    def wants(self, event: HubEvent) -> bool:
         if event.event_type == "gap":
             return True
         if self.agent_id is not None and event.agent_id != self.agent_id:
@@ -102,13 +102,13 @@ class EventFilter:
 @dataclass(eq=False)  # compared and hashed by identity: kept in a set
 class Subscription:
     filter: EventFilter
-    _queue: deque[Event] = field(default_factory=deque)
+    _queue: deque[HubEvent] = field(default_factory=deque)
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
     _missed_from: int | None = None  # first sequence dropped since the last delivered gap
     _missed_since_ms: int = 0  # when that event was emitted (0: unknown, recover everything)
     closed: bool = False
 
-    def offer(self, event: Event) -> None:
+    def offer(self, event: HubEvent) -> None:
         if not self.filter.wants(event):
             return
         if len(self._queue) >= SUBSCRIBER_QUEUE:
@@ -131,7 +131,7 @@ class Subscription:
     def wake(self) -> None:
         self._ready.set()
 
-    async def next_events(self, timeout: float) -> list[Event] | None:
+    async def next_events(self, timeout: float) -> list[HubEvent] | None:
         """What is queued (a gap first if events were lost); ``None`` after ``timeout``
         with nothing to send, so the caller can write a keepalive. Check :attr:`closed`
         after each call."""
@@ -141,7 +141,7 @@ class Subscription:
                 await asyncio.wait_for(self._ready.wait(), timeout)
             except TimeoutError:
                 return None
-        events: list[Event] = []
+        events: list[HubEvent] = []
         if self._missed_from is not None:
             events.append(self._gap_event(self._missed_from))
             self._missed_from = None
@@ -149,7 +149,7 @@ class Subscription:
         self._queue.clear()
         return events
 
-    def _gap_event(self, first_missed: int) -> Event:
+    def _gap_event(self, first_missed: int) -> HubEvent:
         now_ms = round(time.time() * 1000)
         payload = {
             "reason": "this viewer fell behind and events were dropped; reload the timeline",
@@ -160,13 +160,13 @@ class Subscription:
         }
         # A gap is this subscriber's own notice: it takes the number of the first event
         # it missed, so sequences a viewer sees never go backwards.
-        return Event.make(first_missed, "gap", None, None, payload, now_ms)
+        return HubEvent.make(first_missed, "gap", None, None, payload, now_ms)
 
 
 class EventHub:
     def __init__(self) -> None:
         self._sequence = 0
-        self._ring: deque[Event] = deque(maxlen=RING_SIZE)
+        self._ring: deque[HubEvent] = deque(maxlen=RING_SIZE)
         self._subscribers: set[Subscription] = set()
 
     @property
@@ -185,11 +185,11 @@ class EventHub:
         *,
         agent_id: str | None = None,
         presentation_id: str | None = None,
-    ) -> Event:
+    ) -> HubEvent:
         if event_type not in EVENT_TYPES:
             raise ValueError(f"unknown event type {event_type!r}")
         self._sequence += 1
-        event = Event.make(self._sequence, event_type, agent_id, presentation_id, payload)
+        event = HubEvent.make(self._sequence, event_type, agent_id, presentation_id, payload)
         self._ring.append(event)
         for subscription in self._subscribers:
             subscription.offer(event)
@@ -224,5 +224,5 @@ class EventHub:
             self.unsubscribe(subscription)
             subscription.wake()
 
-    def _replay(self, after: int) -> Iterable[Event]:
+    def _replay(self, after: int) -> Iterable[HubEvent]:
         return (event for event in self._ring if event.sequence > after)

@@ -23,7 +23,7 @@ class ApiError(Exception):
         self.message = message
 
 
-def parse_int(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+def query_int(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
     raw = params.get(name)
     if raw is None or raw == "":
         return default

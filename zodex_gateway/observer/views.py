@@ -9,7 +9,7 @@ from typing import Any
 from zodex_gateway.history import AgentRecord, FileChange, Invocation
 from zodex_gateway.history.render import summary
 
-SCHEMA_VERSION = 1
+API_SCHEMA_VERSION = 1
 API_VERSION = 1
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.gateway.history.history_support import raw_db
-from zodex_gateway.history import DB_NAME, SCHEMA_VERSION, HistoryStore, HistoryUnavailable
+from zodex_gateway.history import DB_NAME, HISTORY_SCHEMA, HistoryStore, HistoryUnavailable
 from zodex_gateway.history.reserve import RESERVE_NAME
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
@@ -65,7 +65,7 @@ def test_reopening_tightens_loose_modes_but_never_widens(history_dir: Path) -> N
 def test_wal_mode_and_schema_version(store: HistoryStore, history_dir: Path) -> None:
     with raw_db(history_dir) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == HISTORY_SCHEMA
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"agents", "invocations", "file_changes", "processes", "output_chunks"} <= tables
 
@@ -73,7 +73,7 @@ def test_wal_mode_and_schema_version(store: HistoryStore, history_dir: Path) -> 
 def test_a_newer_schema_is_refused_with_a_clear_message(history_dir: Path) -> None:
     HistoryStore(history_dir).close()
     with raw_db(history_dir) as conn:
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+        conn.execute(f"PRAGMA user_version = {HISTORY_SCHEMA + 1}")
     with pytest.raises(HistoryUnavailable, match="newer Zodex"):
         HistoryStore(history_dir)
 

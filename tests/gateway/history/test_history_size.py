@@ -12,7 +12,7 @@ import pytest
 
 from tests.gateway.history.history_support import Clock, count_rows, exec_call, raw_db
 from tests.support.waiting import wait_until
-from zodex_gateway.history import DB_NAME, SCHEMA_VERSION, HistoryStore, storage
+from zodex_gateway.history import DB_NAME, HISTORY_SCHEMA, HistoryStore, storage
 from zodex_gateway.history.output_cap import marker
 from zodex_gateway.history.schema import _MIGRATIONS
 
@@ -221,7 +221,7 @@ def test_an_older_history_is_migrated_and_stays_readable(history_dir: Path, cloc
         assert store.output("h-old") == ("o" * 2_000_000, True)
         assert [inv.id for inv in store.invocations()] == ["old1"]
         with raw_db(history_dir) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == HISTORY_SCHEMA == 2
             assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
             assert conn.execute("SELECT output_bytes FROM processes").fetchone()[0] == 2_000_000
         exec_call(store, agent_id=None)

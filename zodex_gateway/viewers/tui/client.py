@@ -32,7 +32,7 @@ class ObserverError(Exception):
 
 
 @dataclass(frozen=True)
-class Event:
+class ServerEvent:
     """One ``data:`` frame of ``/v1/events``."""
 
     sequence: int
@@ -43,7 +43,7 @@ class Event:
     payload: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Event:
+    def from_json(cls, data: dict[str, Any]) -> ServerEvent:
         payload = data.get("payload")
         return cls(
             sequence=int(data.get("sequence") or 0),
@@ -55,7 +55,7 @@ class Event:
         )
 
 
-def decode_event(sse: ServerSentEvent) -> Event | None:
+def decode_event(sse: ServerSentEvent) -> ServerEvent | None:
     """One frame of the stream (httpx-sse has skipped the comments and joined its ``data:``
     lines); None for a frame that is not a JSON object: one bad frame must not end the
     stream. Its ``id:`` is the event's ``sequence``, which a reconnect resumes from."""
@@ -63,7 +63,7 @@ def decode_event(sse: ServerSentEvent) -> Event | None:
         data = json.loads(sse.data)
     except ValueError:
         return None
-    return Event.from_json(data) if isinstance(data, dict) else None
+    return ServerEvent.from_json(data) if isinstance(data, dict) else None
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ class ObserverClient:
         agent_id: str | None = None,
         include_output: bool = True,
         on_open: Callable[[], Awaitable[None]] | None = None,
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncIterator[ServerEvent]:
         """Frames of one ``/v1/events`` connection until it ends; raises :class:`ObserverError`
         when it cannot be opened or drops. ``on_open`` runs once the stream is accepted,
         before any frame is read, so a snapshot taken there misses nothing."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from zodex_gateway.viewers.tui.client import PAGE_LIMIT, Event, ObserverClient, ObserverError
+from zodex_gateway.viewers.tui.client import PAGE_LIMIT, ObserverClient, ObserverError, ServerEvent
 from zodex_gateway.viewers.tui.model import Board, Paging
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ RETRY_FIRST: Final = 0.5
 RETRY_MAX: Final = 5.0
 RETRY_UNAUTHORIZED: Final = 10.0  # a rotated bearer needs a person, not a fast loop
 POLL_SECONDS: Final = 2.0
-# Event times and record update times are taken at slightly different moments.
+# ServerEvent times and record update times are taken at slightly different moments.
 RECOVERY_MARGIN_MS: Final = 2000
 
 
@@ -170,7 +170,7 @@ class Live:
         self._since_ms = started
         self._on_change()
 
-    async def _handle(self, event: Event) -> None:
+    async def _handle(self, event: ServerEvent) -> None:
         self._last_sequence = event.sequence
         if event.event_type == "gap":
             # The hub says when the first missed event happened (0: it does not know);

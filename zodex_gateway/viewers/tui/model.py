@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from zodex_gateway.viewers.tui.client import Event
+from zodex_gateway.viewers.tui.client import ServerEvent
 
 OUTPUT_TAIL_CHARS: Final = 4000  # what the observer keeps in a record's output_tail
 
@@ -110,7 +110,7 @@ class Board:
 
     # --- events -------------------------------------------------------------------------
 
-    def apply(self, event: Event) -> bool:
+    def apply(self, event: ServerEvent) -> bool:
         """Fold one event in; True if something shown may have changed. ``gap`` is not
         handled here: recovering needs the network (see :mod:`.live`)."""
         payload = event.payload
@@ -130,7 +130,7 @@ class Board:
             return False
         return False
 
-    def _append_output(self, event: Event) -> bool:
+    def _append_output(self, event: ServerEvent) -> bool:
         payload = event.payload
         handle = payload.get("session_handle")
         record = self.record_for_handle(handle if isinstance(handle, str) else None)

@@ -27,11 +27,11 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from zodex_gateway.observer.views import API_SCHEMA_VERSION
 from zodex_gateway.viewers.liveboard import STATIC_DIR
 from zodex_gateway.viewers.watch.proxy import ObserverProxy, ObserverUnavailable
 from zodex_gateway.web import guard
 
-SCHEMA_VERSION: Final = 1
 MAX_ALIAS_BODY: Final = 4096
 # Ids the observer hands out (4-character agents, 13-character invocations), with room to grow;
 # never "." or "..", which a URL parser would fold into the path.
@@ -67,7 +67,7 @@ _SECURITY_HEADERS: Final = (
         b" base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     ),
 )
-ERRORS: Final = guard.JsonErrors(schema_version=SCHEMA_VERSION)
+ERRORS: Final = guard.JsonErrors(schema_version=API_SCHEMA_VERSION)
 
 
 class _SecretPath:

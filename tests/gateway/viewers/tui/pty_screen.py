@@ -10,10 +10,11 @@ import struct
 import subprocess
 import termios
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 import pyte
+
+from tests.support.waiting import wait_until
 
 # Keys as a terminal sends them.
 ENTER = "\r"
@@ -79,20 +80,26 @@ class PtyScreen:
 
     def wait_for(self, predicate: Callable[[str], bool], what: str, timeout: float = 15.0) -> str:
         """The screen text once ``predicate`` holds for it; else fail showing the screen."""
-        deadline = time.monotonic() + timeout
-        delay = 0.02
-        while True:
+        seen: list[str] = []
+
+        def holds() -> bool:
             text = self.text()
+            seen[:] = [text]
             if predicate(text):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; the screen:\n{text}")
+                return True
             if self.process.poll() is not None:
                 raise AssertionError(
                     f"the program exited ({self.process.returncode}) waiting for {what}:\n{text}"
                 )
-            time.sleep(delay)
-            delay = min(delay * 2, 0.1)
+            return False
+
+        try:
+            wait_until(holds, timeout, what)
+        except AssertionError as exc:
+            if self.process.poll() is not None:
+                raise
+            raise AssertionError(f"{exc}; the screen:\n{seen[-1]}") from None
+        return seen[-1]
 
     def wait_text(self, needle: str, timeout: float = 15.0) -> str:
         return self.wait_for(lambda text: needle in text, repr(needle), timeout)

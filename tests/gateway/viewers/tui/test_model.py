@@ -9,7 +9,7 @@ import httpx
 
 from zodex_gateway.local.observer_access import ObserverAccess
 from zodex_gateway.viewers.tui import render
-from zodex_gateway.viewers.tui.client import Event, ObserverClient
+from zodex_gateway.viewers.tui.client import ObserverClient, ServerEvent
 from zodex_gateway.viewers.tui.model import OUTPUT_TAIL_CHARS, Board, search_text
 
 
@@ -40,8 +40,8 @@ def command(
 
 def event(
     event_type: str, payload: dict[str, Any], *, sequence: int = 1, agent: str | None = "ab12"
-) -> Event:
-    return Event(sequence, event_type, agent, payload.get("presentation_id"), 5000, payload)
+) -> ServerEvent:
+    return ServerEvent(sequence, event_type, agent, payload.get("presentation_id"), 5000, payload)
 
 
 def agent(agent_id: str, last_seen: str, **fields: Any) -> dict[str, Any]:
@@ -270,8 +270,8 @@ async def test_the_event_stream_reads_frames_and_skips_comments_and_bad_frames()
     finally:
         await client.aclose()
     assert events == [
-        Event(7, "output", "ab12", "p1", 5, {"seq": 1}),
-        Event(9, "gap", None, None, 0, {"reason": "subscriber_overflow"}),
+        ServerEvent(7, "output", "ab12", "p1", 5, {"seq": 1}),
+        ServerEvent(9, "gap", None, None, 0, {"reason": "subscriber_overflow"}),
     ]
     assert asked[0].headers["last-event-id"] == "6", "a reconnect resumes after the last sequence seen"
     assert asked[0].headers["accept"] == "text/event-stream"
