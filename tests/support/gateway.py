@@ -113,14 +113,20 @@ class Mcp:
         return out
 
     async def drain(self, handle: str, *, limit_s: float = 30.0) -> tuple[str, dict[str, Any]]:
-        """Poll until the session exits; return all output and the last result."""
-        out = []
-        deadline = time.monotonic() + limit_s
-        while True:
-            r = await self.write(handle, yield_time_ms=5000)
-            out.append(r["output"])
-            if r["status"] == "exited" or time.monotonic() > deadline:
-                return "".join(out), r
+        """Poll until the session exits; return all output and the last result. Fails if
+        it is still running after ``limit_s``."""
+        out: list[str] = []
+        try:
+            async with asyncio.timeout(limit_s):
+                while True:
+                    r = await self.write(handle, yield_time_ms=5000)
+                    out.append(r["output"])
+                    if r["status"] == "exited":
+                        return "".join(out), r
+        except TimeoutError:
+            raise AssertionError(
+                f"{handle} still running after {limit_s}s; output: {''.join(out)!r}"
+            ) from None
 
 
 @contextlib.asynccontextmanager
