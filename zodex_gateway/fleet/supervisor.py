@@ -164,9 +164,11 @@ class Supervisor:
             line = b""
         record = WorkerRecord.read(self.layout.record_file(worker_id))
         if line.strip() != b"READY" or record is None or record.incarnation != incarnation:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            code = await proc.wait()
+            if line == b"":  # its stdout closed: it is exiting by itself, let it say how
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(proc_wait), READY_TIMEOUT_S)
+            _kill_child(proc)
+            code = await proc_wait
             policy.record_crash()
             self._counted_crashes.add((worker_id, incarnation))
             raise ProtocolError(
@@ -359,6 +361,18 @@ class Supervisor:
             try:
                 await asyncio.wait_for(proc.wait(), 1.0)
             except TimeoutError:
-                proc.kill()
+                _kill_child(proc)
         elif record_alive(record):
             self._kill_record(record)
+
+
+def _kill_child(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL a child the event loop has not reaped yet.
+
+    Not ``Process.kill()``: ``Popen.send_signal`` first polls, and a poll that reaps the
+    child steals its exit status from the loop's watcher (which then reports 255). While
+    ``returncode`` is None the pid is ours (alive or a zombie), so it cannot have been reused.
+    """
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
