@@ -165,8 +165,14 @@ async def test_watch_tui_follows_a_runtime_restart(tmp_path: Path) -> None:
             # The new runtime listens on another port: the viewer finds it through discovery.
             async with connected(local) as mcp:
                 await call(mcp, "exec_command", cmd="echo after-restart", workdir=str(tmp_path))
-            text = await wait(screen.wait_for, lambda t: "after-restart" in t and "● live" in t, "after", 30)
+            # The title and the timeline are drawn separately: wait until the screen shows both.
+            title = f"runtime {local.discovery()['runtime_id']}"
+            text = await wait(
+                screen.wait_for,
+                lambda t: "after-restart" in t and "● live" in t and title in t,
+                "the new runtime's records under a title naming it",
+                30,
+            )
             assert "before-restart" in text
-            assert f"runtime {local.discovery()['runtime_id']}" in text, "the title names the new runtime"
             screen.send("q")
             assert await wait(screen.wait_exit, 10) == 0
