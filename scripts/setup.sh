@@ -1,20 +1,36 @@
 #!/usr/bin/env bash
-# Set up a fresh machine: system packages (Debian/Ubuntu), a virtual environment in .venv,
-# and Zodex with its test extras. Safe to run again.
+# Set up a fresh machine (Debian/Ubuntu): system packages, a virtual environment in .venv,
+# and Zodex. Safe to run again.
+#
+#   scripts/setup.sh          what running Zodex needs
+#   scripts/setup.sh --test   that, plus the test extras, Debian's Chromium (browser tests) and
+#                             Node.js with npm (Liveboard's linter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+for_tests=false
+case "${1:-}" in
+    "") ;;
+    --test) for_tests=true ;;
+    *) echo "usage: scripts/setup.sh [--test]" >&2; exit 2 ;;
+esac
 
 need_apt=()
 command -v python3 >/dev/null || need_apt+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 command -v git >/dev/null || need_apt+=(git)
-# Browser tests drive Debian's headless Chromium (Playwright never downloads a browser here).
-[ -x /usr/bin/chromium ] || need_apt+=(chromium)
+if $for_tests; then
+    # Browser tests drive Debian's headless Chromium (Playwright never downloads a browser here).
+    [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+    command -v npm >/dev/null || need_apt+=(nodejs npm)
+fi
 if ((${#need_apt[@]})) && command -v apt-get >/dev/null; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq "${need_apt[@]}"
+    # Wait for another apt or dpkg run (an unattended upgrade) instead of failing at once.
+    wait_lock=(-o DPkg::Lock::Timeout=300)
+    $SUDO apt-get "${wait_lock[@]}" update -qq
+    $SUDO apt-get "${wait_lock[@]}" install -y -qq "${need_apt[@]}"
 fi
 
 python3 - <<'PY'
@@ -25,5 +41,9 @@ PY
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[test]"
+if $for_tests; then
+    .venv/bin/python -m pip install -q -e ".[test]"
+else
+    .venv/bin/python -m pip install -q -e .
+fi
 echo "zodex is installed in .venv: $(.venv/bin/zodex-gateway --version)"
