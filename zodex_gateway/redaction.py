@@ -90,16 +90,33 @@ class SecretRegistry:
 
     # -- whole values ----------------------------------------------------------------
 
+    def snapshot(self) -> KnownSecrets:
+        """The secrets known now, to redact several values with one look at the files."""
+        return KnownSecrets(self.secrets())
+
     def redact(self, text: str) -> str:
-        return _replace(text, self.secrets())
+        return self.snapshot().text(text)
 
     def redact_value(self, value: Any) -> Any:
         """A JSON-like value with every string in it (keys too) redacted."""
-        secrets = self.secrets()
-        return _redact_value(value, secrets) if secrets else value
+        return self.snapshot().value(value)
 
     def output_stream(self) -> OutputRedactor:
         return OutputRedactor(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownSecrets:
+    """The registry's secrets at one moment (longest first)."""
+
+    secrets: tuple[str, ...]
+
+    def text(self, text: str) -> str:
+        return _replace(text, self.secrets)
+
+    def value(self, value: Any) -> Any:
+        """A JSON-like value with every string in it (keys too) redacted."""
+        return _redact_value(value, self.secrets) if self.secrets else value
 
 
 def _replace(text: str, secrets: Iterable[str]) -> str:
@@ -170,9 +187,10 @@ class SessionResults:
         self._registry = registry
         self._carried: OrderedDict[str, str] = OrderedDict()
 
-    def redact(self, handle: str | None, result: Any) -> Any:
-        """The result to store; ``handle`` names the session it continues or starts."""
-        secrets = self._registry.secrets()
+    def redact(self, handle: str | None, result: Any, known: KnownSecrets | None = None) -> Any:
+        """The result to store; ``handle`` names the session it continues or starts;
+        ``known``: a snapshot the caller already took."""
+        secrets = (known or self._registry.snapshot()).secrets
         if not secrets:
             return result
         if not isinstance(result, dict) or not isinstance(result.get("output"), str):

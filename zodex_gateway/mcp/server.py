@@ -159,12 +159,13 @@ class ToolHandlers:
         invocation = None
         if history is not None:
             try:
+                known = self.local.secrets.snapshot()  # one look at the secret files per write
                 invocation = history.begin(
                     agent_id=agent.agent_id if agent else None,
                     tool_name=params.name,
-                    args=self.local.secrets.redact_value(args),
-                    declared_workdir=self.local.secrets.redact_value(declared),
-                    real_workdir=self.local.secrets.redact_value(real),
+                    args=known.value(args),
+                    declared_workdir=known.value(declared),
+                    real_workdir=known.value(real),
                     session_handle=target if isinstance(target, str) else None,
                 )
             except HistoryUnavailable as exc:
@@ -182,15 +183,15 @@ class ToolHandlers:
         ok = not outcome.result.is_error
         if history is not None and invocation is not None:
             try:
-                secrets = self.local.secrets
+                known = self.local.secrets.snapshot()
                 session = outcome.created_handle or (target if isinstance(target, str) else None)
                 history.complete(
                     invocation,
                     ok=ok,
-                    result=self._results.redact(session, outcome.recorded),
-                    error=None if ok else secrets.redact(_text_of(outcome.result)),
+                    result=self._results.redact(session, outcome.recorded, known),
+                    error=None if ok else known.text(_text_of(outcome.result)),
                     session_handle=outcome.created_handle,
-                    files=secrets.redact_value(outcome.files),
+                    files=known.value(outcome.files),
                 )
             except HistoryUnavailable as exc:
                 log.error("history could not complete %s: %s", invocation, exc)
