@@ -291,13 +291,19 @@ class LocalConfig:
             document = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-        values: dict[str, object] = {}
         try:
-            for name, raw in _flatten(document):
-                values[name] = _from_toml(_lookup(name), raw)
-            _check_order(values)
+            return cls.from_document(document)
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> LocalConfig:
+        """Typed values of a parsed TOML document holding only these keys (Sprite's config
+        file holds them beside its own table and hands them over here)."""
+        values: dict[str, object] = {}
+        for name, raw in _flatten(document):
+            values[name] = _from_toml(_lookup(name), raw)
+        _check_order(values)
         return cls(values)
 
     def get(self, key: str) -> object:
