@@ -23,6 +23,7 @@ from zodex_gateway.context import ContextProvider, attach
 from zodex_gateway.fleet.dispatcher import Dispatcher
 from zodex_gateway.history import AgentRecord, FileChange, HistoryStore, HistoryUnavailable
 from zodex_gateway.mcp import tools
+from zodex_gateway.mcp.call_log import CallLog, CallNote
 from zodex_gateway.redaction import SECRETS, SecretRegistry, SessionResults
 from zodex_protocol.errors import ProtocolError
 from zodex_protocol.limits import Limits
@@ -120,6 +121,7 @@ class ToolHandlers:
         self.local = local or LocalFeatures()
         self._agents: dict[str, AgentRecord] = {}
         self._results = SessionResults(self.local.secrets)
+        self._call_log = CallLog()
         self._tools = tools.tool_list(
             limits or Limits(), read_only_hint=read_only_hint, with_alias=mode == "local"
         )
@@ -142,6 +144,24 @@ class ToolHandlers:
     async def call_tool(
         self, ctx: ServerRequestContext[Any] | None, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        # One line in the log per call, whichever way it ends (docs/modes.md#logs).
+        note = CallNote()
+        try:
+            result = await self._call_tool(ctx, params, note)
+        except Exception as exc:
+            self._call_log.completed(
+                params.name,
+                params.arguments or {},
+                error_result(f"internal error ({type(exc).__name__})"),
+                note,
+            )
+            raise
+        self._call_log.completed(params.name, params.arguments or {}, result, note)
+        return result
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any] | None, params: types.CallToolRequestParams, note: CallNote
+    ) -> types.CallToolResult:
         args = params.arguments or {}
         history = self.local.history
         stop = _stop_kind(params.name, args)
@@ -151,6 +171,8 @@ class ToolHandlers:
             if stop is None:
                 return error_result(str(exc))
             agent = None  # a stop is carried out, unattributed (docs/history.md#recording)
+        if agent is not None:
+            note.agent_id, note.alias = agent.agent_id, agent.alias
         gateway_tool = self._gateway_tools.get(params.name)
         if gateway_tool is not None:
             return gateway_tool(agent, args)
@@ -180,6 +202,7 @@ class ToolHandlers:
                 for watcher in self.local.watchers:
                     watcher.call_started(invocation)
         outcome = await self._dispatch(params.name, args, invocation)
+        note.created_handle = outcome.created_handle
         ok = not outcome.result.is_error
         if history is not None and invocation is not None:
             try:
