@@ -8,6 +8,7 @@ readers pass ``recover=False``. :mod:`.render` formats invocations for
 ``zodex local history``.
 """
 
+from zodex_gateway.history.ids import NO_AGENT, agent_matches
 from zodex_gateway.history.records import (
     ERROR,
     INCOMPLETE,
@@ -27,6 +28,7 @@ __all__ = [
     "ERROR",
     "HISTORY_SCHEMA",
     "INCOMPLETE",
+    "NO_AGENT",
     "OK",
     "PENDING",
     "AgentRecord",
@@ -34,5 +36,6 @@ __all__ = [
     "HistoryStore",
     "HistoryUnavailable",
     "Invocation",
+    "agent_matches",
     "clear_history",
 ]

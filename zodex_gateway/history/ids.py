@@ -8,6 +8,9 @@ from typing import Final
 
 AGENT_ID_ALPHABET: Final = "abcdefghijklmnopqrstuvwxyz0123456789"
 AGENT_ID_LENGTH: Final = 4
+# Where an agent id is a filter (the observer API, `zodex local history --agent`), this
+# word selects the calls that have no agent; so it is never issued as an agent's id.
+NO_AGENT: Final = "none"
 # Crockford's base32, lower case: no i, l, o, u to misread when typed into --id.
 _BASE32: Final = "0123456789abcdefghjkmnpqrstvwxyz"
 _TIME_DIGITS: Final = 9  # 45 bits of milliseconds: sortable until the year 3084
@@ -15,7 +18,18 @@ _RANDOM_DIGITS: Final = 4
 
 
 def new_agent_id() -> str:
-    return "".join(secrets.choice(AGENT_ID_ALPHABET) for _ in range(AGENT_ID_LENGTH))
+    while True:
+        agent_id = "".join(secrets.choice(AGENT_ID_ALPHABET) for _ in range(AGENT_ID_LENGTH))
+        if agent_id != NO_AGENT:
+            return agent_id
+
+
+def agent_matches(wanted: str | None, agent_id: str | None) -> bool:
+    """Whether a call of ``agent_id`` (None: no agent) passes the filter ``wanted``
+    (None: every call; :data:`NO_AGENT`: the calls with no agent)."""
+    if wanted is None:
+        return True
+    return agent_id is None if wanted == NO_AGENT else agent_id == wanted
 
 
 def new_invocation_id(now: float) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from zodex_gateway.history.codec import load_json
+from zodex_gateway.history.ids import NO_AGENT
 from zodex_gateway.history.records import FileChange, Invocation
 
 _COLUMNS: Final = (
@@ -30,6 +31,7 @@ def select_invocations(
     since_or_pending: float | None = None,
 ) -> list[Invocation]:
     """Matching invocations, oldest first; ``last`` keeps the newest N of them.
+    ``agent_id`` :data:`~zodex_gateway.history.ids.NO_AGENT` keeps the calls with no agent.
 
     ``before`` = ``(started_at, id)`` keeps those strictly older in that order (a page
     cursor); ``since_or_pending`` keeps those started at or after it plus every call still
@@ -41,7 +43,9 @@ def select_invocations(
     if since is not None:
         where.append("started_at >= ?")
         params.append(since)
-    if agent_id is not None:
+    if agent_id == NO_AGENT:
+        where.append("agent_id IS NULL")
+    elif agent_id is not None:
         where.append("agent_id = ?")
         params.append(agent_id)
     if workdir is not None:

@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from zodex_gateway.history import NO_AGENT, agent_matches
+
 SUBSCRIBER_QUEUE: Final = 2048
 RING_SIZE: Final = 4096
 KEEPALIVE_S: Final = 15.0
@@ -80,7 +82,8 @@ class HubEvent:
 
 @dataclass(frozen=True)
 class EventFilter:
-    """Which events a subscriber wants (query parameters of ``/v1/events``)."""
+    """Which events a subscriber wants (query parameters of ``/v1/events``). An agent id
+    :data:`~zodex_gateway.history.NO_AGENT` stands for the events of calls with no agent."""
 
     agent_id: str | None = None
     include_output: bool = True
@@ -89,12 +92,15 @@ class EventFilter:
     def wants(self, event: HubEvent) -> bool:
         if event.event_type == "gap":
             return True
-        if self.agent_id is not None and event.agent_id != self.agent_id:
+        if not agent_matches(self.agent_id, event.agent_id):
             return False
         if event.event_type == "output":
             if not self.include_output:
                 return False
-            if self.output_agent_ids is not None and event.agent_id not in self.output_agent_ids:
+            if (
+                self.output_agent_ids is not None
+                and (event.agent_id or NO_AGENT) not in self.output_agent_ids
+            ):
                 return False
         return True
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from zodex_gateway.history import ERROR, OK, PENDING, HistoryStore, Invocation
+from zodex_gateway.history import ERROR, OK, PENDING, HistoryStore, Invocation, agent_matches
 from zodex_gateway.history.render import summary
 from zodex_gateway.observer.views import file_entry, is_running, iso_utc
 from zodex_system.terminal_text import TerminalCleaner
@@ -185,7 +185,7 @@ class TimelineReader:
             record = self.record(presentation_id)
             if record is None:
                 continue
-            if agent_id is not None and record.first.agent_id != agent_id:
+            if not agent_matches(agent_id, record.first.agent_id):
                 continue
             if workdir is not None and workdir not in record.workdirs:
                 continue
