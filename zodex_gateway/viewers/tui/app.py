@@ -21,6 +21,7 @@ from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from zodex_gateway.history import NO_AGENT
 from zodex_gateway.viewers.tui import render
 from zodex_gateway.viewers.tui.client import ObserverClient, ObserverError
 from zodex_gateway.viewers.tui.live import Connection, Live
@@ -149,7 +150,7 @@ class WatchApp(App[int]):
         if signature == self._picker_signature:
             return
         self._picker_signature = signature
-        options = [Option(render.all_agents_text(len(agents)), id=ALL_ID)]
+        options = [Option(render.all_agents_text(len(self.board.agents)), id=ALL_ID)]
         options += [Option(render.agent_text(agent), id=f"agent:{agent['agent_id']}") for agent in agents]
         picker = self.picker
         picker.set_options(options)
@@ -246,6 +247,8 @@ class WatchApp(App[int]):
             return "No records yet. Waiting for the first tool call…"
         if self.board.selected is None:
             return "No agents yet. Waiting for the first tool call…"
+        if self.board.selected == NO_AGENT:
+            return "No unattributed calls yet. Waiting for a call from a client with no session…"
         return f"No records for agent {self.board.selected} yet. Waiting for its tool calls…"
 
     def _redraw_title(self) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from zodex_gateway.history import NO_AGENT
 from zodex_gateway.viewers.tui.client import PAGE_LIMIT, ObserverClient, ObserverError, ServerEvent
 from zodex_gateway.viewers.tui.model import Board, Paging
 
@@ -145,6 +146,9 @@ class Live:
     async def _snapshot(self) -> None:
         started = now_ms()
         self.board.set_agents(await self.client.agents())
+        # The calls with no agent have no entry in /v1/agents: their newest page tells
+        # whether there are any, and when the last one was.
+        await self._load_view(NO_AGENT)
         self.board.ensure_selection()
         await self._load_view(self.board.view_key)
         self._since_ms = started
@@ -153,7 +157,7 @@ class Live:
 
     async def _load_view(self, key: str | None) -> None:
         if not self.board.show_all and key is None:
-            return  # no agent yet: the first agent_first_seen selects one
+            return  # no agent yet: the first agent or unattributed call selects one
         paging = self.board.paging.get(key)
         if paging is not None and paging.loaded:
             return
@@ -182,7 +186,10 @@ class Live:
         if event.emitted_at_ms:
             self._since_ms = max(self._since_ms or 0, event.emitted_at_ms)
         changed = self.board.apply(event)
-        if event.event_type == "agent_first_seen" and self.board.ensure_selection():
+        first = event.event_type == "agent_first_seen" or (
+            event.event_type == "presentation_updated" and event.agent_id is None
+        )
+        if first and self.board.ensure_selection():
             await self._load_view(self.board.view_key)
         for agent_id in sorted(self.board.stale_agents):
             self.board.stale_agents.discard(agent_id)

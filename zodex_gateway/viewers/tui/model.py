@@ -5,6 +5,10 @@ Records are upserted by ``presentation_id``; a copy older than the one held (by
 ``updated_at_ms``) is ignored, so a recovery page fetched after a live update cannot undo
 it. ``output`` events append to the ``output_tail`` of the running command that owns the
 session until the next ``presentation_updated`` replaces the record wholesale.
+
+Calls with no agent (``agent_id`` null) are shown as one more entry beside the agents,
+"Unattributed", under the observer's filter word :data:`NO_AGENT`, as soon as a record of
+one is known.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from zodex_gateway.history import NO_AGENT
 from zodex_gateway.viewers.tui.client import ServerEvent
 
 OUTPUT_TAIL_CHARS: Final = 4000  # what the observer keeps in a record's output_tail
@@ -35,7 +40,7 @@ class Board:
     records: dict[str, Record] = field(default_factory=dict)
     # Bumped on every change of a record: the viewer re-renders only what moved.
     revisions: dict[str, int] = field(default_factory=dict)
-    selected: str | None = None  # the agent whose records are shown, unless show_all
+    selected: str | None = None  # the agent (or NO_AGENT) whose records are shown, unless show_all
     show_all: bool = False
     paging: dict[str | None, Paging] = field(default_factory=dict)
     # Agents whose active_processes may have changed: the viewer re-reads them.
@@ -57,16 +62,40 @@ class Board:
             self.stale_agents.discard(agent_id)
 
     def agents_by_recency(self) -> list[Agent]:
+        """The agents, and the unattributed calls as an entry of their own (``agent_id``
+        :data:`NO_AGENT`, ``unattributed`` true) once one is known, most recent first."""
+        entries = list(self.agents.values())
+        unattributed = self.unattributed()
+        if unattributed is not None:
+            entries.append(unattributed)
         # ISO-8601 UTC strings of one format sort like the times they name.
-        return sorted(
-            self.agents.values(), key=lambda a: (str(a.get("last_seen") or ""), a["agent_id"]), reverse=True
-        )
+        return sorted(entries, key=lambda a: (str(a.get("last_seen") or ""), a["agent_id"]), reverse=True)
+
+    def unattributed(self) -> Agent | None:
+        """The entry standing for the calls with no agent: None while none is known."""
+        records = [r for r in self.records.values() if r.get("agent_id") is None]
+        if not records and self.selected != NO_AGENT:
+            return None
+        last_seen = max((str(r.get("updated_at") or "") for r in records), default="")
+        running = sum(1 for r in records if r.get("kind") == "command" and r.get("status") == "running")
+        return {
+            "agent_id": NO_AGENT,
+            "unattributed": True,
+            "alias": None,
+            "last_seen": last_seen,
+            "workdirs": [],
+            "active_processes": running,
+        }
 
     def ensure_selection(self) -> bool:
-        """Pick the most recently seen agent when none is chosen; True if it changed."""
-        if self.show_all or self.selected is not None or not self.agents:
+        """Pick the most recently seen agent (or the unattributed calls, when they are more
+        recent) when none is chosen; True if it changed."""
+        if self.show_all or self.selected is not None:
             return False
-        self.selected = self.agents_by_recency()[0]["agent_id"]
+        entries = self.agents_by_recency()
+        if not entries:
+            return False
+        self.selected = entries[0]["agent_id"]
         return True
 
     @property
@@ -175,7 +204,7 @@ class Board:
         shown = [
             record
             for record in self.records.values()
-            if (self.show_all or record.get("agent_id") == self.selected)
+            if (self.show_all or (record.get("agent_id") or NO_AGENT) == self.selected)
             and (not needle or needle in search_text(record))
         ]
         shown.sort(key=lambda r: (_int(r.get("started_at_ms")), str(r["presentation_id"])), reverse=True)

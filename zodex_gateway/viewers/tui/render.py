@@ -11,11 +11,13 @@ from typing import Any, Final
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
+from zodex_gateway.history import NO_AGENT
 from zodex_gateway.viewers.tui.model import Agent, Record
 
 EXPANDED_OUTPUT_LINES: Final = 40
 EXPANDED_DIFF_ROWS: Final = 200
 MIN_COMMAND_CELLS: Final = 12
+UNATTRIBUTED: Final = "Unattributed"  # the calls with no agent, wherever an agent is named
 _OPERATION_WORDS: Final = {"created": "Added", "edited": "Edited", "deleted": "Deleted", "renamed": "Renamed"}
 _INDENT: Final = "    "
 _STATE_STYLE: Final = {
@@ -70,6 +72,8 @@ def title_text(
     title.append(f"  runtime {runtime_id}", style="dim")
     if show_all:
         title.append("  ·  all agents")
+    elif agent_id == NO_AGENT:
+        title.append(f"  ·  {UNATTRIBUTED}")
     elif agent_id is not None:
         title.append(f"  ·  agent {agent_id}")
         if alias:
@@ -92,17 +96,23 @@ def connection_text(state: str, detail: str) -> Text:
 
 
 def agent_text(agent: Agent, *, running: int | None = None) -> Text:
-    """Two lines: id and alias; newest workdir and active processes."""
+    """Two lines: id and alias; newest workdir and active processes. The entry of the
+    calls with no agent reads "Unattributed"."""
     text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(str(agent.get("agent_id") or "?"), style="bold")
-    alias = agent.get("alias")
-    if alias:
-        text.append(f" {printable(str(alias))}")
     workdirs = agent.get("workdirs") or []
+    if agent.get("unattributed"):
+        text.append(UNATTRIBUTED, style="bold")
+        text.append("\n  ")
+        text.append("calls from clients with no session", style="dim")
+    else:
+        text.append(str(agent.get("agent_id") or "?"), style="bold")
+        alias = agent.get("alias")
+        if alias:
+            text.append(f" {printable(str(alias))}")
+        text.append("\n  ")
+        text.append(str(workdirs[0]) if workdirs else "(no workdir yet)", style="dim")
     active = agent.get("active_processes")
     count = active if isinstance(active, int) else (running or 0)
-    text.append("\n  ")
-    text.append(str(workdirs[0]) if workdirs else "(no workdir yet)", style="dim")
     if count:
         text.append(f"  ● {count} running", style="yellow")
     return text
