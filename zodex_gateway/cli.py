@@ -200,11 +200,23 @@ def _update_config(change: Callable[[LocalConfig], None]) -> None:
 
 @local.command()
 @click.option("--lines", "-n", default=50, show_default=True, help="How many of the last lines.")
-def logs(lines: int) -> None:
-    """Print the end of the runtime's log (rotated at 2 MB, 3 kept)."""
+@click.option("--follow", "-f", is_flag=True, help="Then print each new line as it is written; Ctrl-C stops.")
+def logs(lines: int, follow: bool) -> None:
+    """Print the end of the runtime's log (rotated at 2 MB, 3 kept): one line per tool call,
+    worker start and end, and error (docs/modes.md#logs)."""
     paths = LocalPaths.from_env()
-    for line in lifecycle.tail_lines(paths.log_file, lines):
-        click.echo(line)
+    if not follow:
+        for line in lifecycle.tail_lines(paths.log_file, lines):
+            click.echo(line)
+        return
+    from zodex_gateway.local.log_follow import follow as follow_log
+
+    try:
+        follow_log(paths.log_file, lines, click.echo)
+    except KeyboardInterrupt:
+        return  # Ctrl-C is how following ends
+    except lifecycle.LocalError as exc:
+        _fail(str(exc))
 
 
 @local.group(invoke_without_command=True)

@@ -67,6 +67,8 @@ class Supervisor:
         self._children: dict[int, asyncio.subprocess.Process] = {}
         self._counted_crashes: set[tuple[str, int]] = set()
         self._abandoned: set[tuple[str, int]] = set()  # ended by us: not crashes
+        self._spawned: set[tuple[str, int]] = set()  # started by us: _log_exit logs their end
+        self._kill_reasons: dict[tuple[str, int], str] = {}  # why we killed one, for the log
         self._health_failures: dict[str, int] = {}
         self._health_task: asyncio.Task[None] | None = None
         self._group_removals: set[asyncio.Future[bool]] = set()
@@ -117,7 +119,7 @@ class Supervisor:
             client = await self._connect(record)
             if client is not None:
                 return client
-            self._kill_record(record)  # alive but not answering: a hung worker
+            self._kill_record(record, "it was alive but did not answer")  # a hung worker
         if record is not None:
             self._note_end(record)
         policy = self.policies.setdefault(worker_id, RestartPolicy())
@@ -157,6 +159,7 @@ class Supervisor:
         descriptor_limit.give_back(proc.pid)  # its commands get the usual open-files limit
         proc_wait = asyncio.ensure_future(proc.wait())
         proc_wait.add_done_callback(lambda _f: self._children.pop(proc.pid, None))
+        proc_wait.add_done_callback(lambda f: self._log_exit(worker_id, incarnation, real_path, proc.pid, f))
         assert proc.stdout is not None
         try:
             line = await asyncio.wait_for(proc.stdout.readline(), READY_TIMEOUT_S)
@@ -169,16 +172,49 @@ class Supervisor:
                     await asyncio.wait_for(asyncio.shield(proc_wait), READY_TIMEOUT_S)
             _kill_child(proc)
             code = await proc_wait
-            policy.record_crash()
+            self._count_crash(worker_id, real_path, policy)
             self._counted_crashes.add((worker_id, incarnation))
             raise ProtocolError(
                 ErrorCode.WORKER_UNAVAILABLE,
                 f"could not start a worker for {real_path}: it exited during start-up (status {code}); "
                 "check the gateway log and retry",
             )
+        self._spawned.add((worker_id, incarnation))
         client = WorkerClient(record, self.context, self.codec, self._client_exited)
         await self._adopt(client)
+        log.info("worker for %s started (pid %d, incarnation %d)", real_path, proc.pid, incarnation)
         return client
+
+    def _log_exit(
+        self, worker_id: str, incarnation: int, workdir: str, pid: int, waited: asyncio.Future[int]
+    ) -> None:
+        """How a worker this gateway started ended, with its exit status or signal."""
+        if waited.cancelled() or waited.exception() is not None:
+            return
+        key = (worker_id, incarnation)
+        how = exit_reason(waited.result())
+        which = f"worker for {workdir} (pid {pid}, incarnation {incarnation})"
+        if key not in self._spawned:
+            log.error("%s failed to start: %s", which, how)
+        elif self.layout.exit_file(*key).exists():
+            log.info("%s exited cleanly (%s)", which, how)
+        elif key in self._kill_reasons:
+            log.warning("%s was killed because %s (%s)", which, self._kill_reasons.pop(key), how)
+        elif self.stopping:
+            log.info("%s stopped with the gateway (%s)", which, how)
+        else:
+            log.error("%s crashed: %s; its sessions are lost", which, how)
+
+    def _count_crash(self, worker_id: str, workdir: str, policy: RestartPolicy | None = None) -> None:
+        policy = policy or self.policies.setdefault(worker_id, RestartPolicy())
+        had_given_up = policy.gave_up()
+        policy.record_crash()
+        if not had_given_up and policy.gave_up():
+            log.error(
+                "the worker for %s crashed %d times in %.0fs; not restarting it until %.0fs pass "
+                "without a crash (tool calls there fail until then)",
+                workdir, policy.recent_crashes(), policy.window_s, policy.window_s,
+            )  # fmt: skip
 
     async def _adopt(self, client: WorkerClient) -> None:
         for listener in self._new_worker_listeners:
@@ -199,7 +235,7 @@ class Supervisor:
                     self._health_failures[client.worker_id] = failures
                     if failures >= HEALTH_FAILURES_ALLOWED and client.alive:
                         log.warning("worker for %s stopped answering; killing it", client.record.workdir)
-                        self._kill_record(client.record)
+                        self._kill_record(client.record, "it stopped answering health checks")
                         client.mark_dead()
 
     async def _connect(self, record: WorkerRecord) -> WorkerClient | None:
@@ -215,9 +251,11 @@ class Supervisor:
         await self._adopt(client)
         return client
 
-    def _kill_record(self, record: WorkerRecord) -> None:
+    def _kill_record(self, record: WorkerRecord, reason: str | None = None) -> None:
         info = proctree.read_proc(record.pid)
         if info is not None and info.start == record.pid_start:
+            if reason is not None:
+                self._kill_reasons[(record.worker_id, record.incarnation)] = reason
             proctree.signal_process(info, signal.SIGKILL)
 
     def _client_exited(self, client: WorkerClient) -> None:
@@ -233,10 +271,13 @@ class Supervisor:
             return
         self._counted_crashes.add(key)
         if key not in self._abandoned:
-            self.policies.setdefault(record.worker_id, RestartPolicy()).record_crash()
-            log.warning(
-                "worker for %s (incarnation %d) exited unexpectedly", record.workdir, record.incarnation
-            )
+            self._count_crash(record.worker_id, record.workdir)
+            if key not in self._spawned:  # ours are logged with their exit status (_log_exit)
+                log.warning(
+                    "worker for %s (pid %d, incarnation %d), started by another gateway, exited "
+                    "unexpectedly; its sessions are lost",
+                    record.workdir, record.pid, record.incarnation,
+                )  # fmt: skip
         # Its sessions are lost; commands that survived the PTY hang-up must not run on
         # unowned. Their environment names the incarnation that started them.
         prefix = str(SessionHandle(record.worker_id, record.incarnation, "")).rstrip("-")
@@ -281,7 +322,7 @@ class Supervisor:
             record.write(self.layout.started_file(*key))
             if WorkerRecord.read(self.layout.record_file(record.worker_id)) is None:
                 record.write(self.layout.record_file(record.worker_id))
-        self._kill_record(record)
+        self._kill_record(record, "its sockets were removed")
         client.mark_dead()  # ends its sessions' processes (_note_end)
 
     # ---- handle → worker ---------------------------------------------------------------
@@ -364,6 +405,16 @@ class Supervisor:
                 _kill_child(proc)
         elif record_alive(record):
             self._kill_record(record)
+
+
+def exit_reason(returncode: int) -> str:
+    """A child's end as an operator reads it: ``exit status N`` or ``killed by SIGNAME``."""
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"
 
 
 def _kill_child(proc: asyncio.subprocess.Process) -> None:

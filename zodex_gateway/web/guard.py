@@ -17,6 +17,7 @@ content security policy) go on every response, its app's and the refusals' alike
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
@@ -150,6 +151,7 @@ class ListenerGuard:
         else:
             admitted = self._admit(scope)
         if isinstance(admitted, Response):
+            _log_refusal(self._name, scope, admitted.status_code)
             await admitted(scope, receive, send)
             return
         if not self._catch_errors:
@@ -162,3 +164,10 @@ class ListenerGuard:
             if started:
                 raise
             await self._errors.response(500, "internal error")(scope, receive, send)
+
+
+def _log_refusal(name: str, scope: Scope, status: int) -> None:
+    # A wrong secret or Host is someone knocking: a warning; a wrong path or method, info.
+    level = logging.WARNING if status in (401, 403, 421) else logging.INFO
+    path = json.dumps(str(scope.get("path", ""))[:200], ensure_ascii=True)  # client input: one line
+    log.log(level, "%s request refused with %d: %s %s", name, status, scope.get("method", "?"), path)

@@ -139,8 +139,9 @@ async def test_a_live_worker_is_reused_not_respawned(
 
 
 async def test_a_dead_worker_is_replaced_until_the_policy_gives_up(
-    owned: Runtime, supervisor: Supervisor, workdir: str
+    owned: Runtime, supervisor: Supervisor, workdir: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level("INFO", logger="zodex.gateway")
     worker_id = worker_id_for(workdir)
     policy = supervisor.policies[worker_id] = RestartPolicy(max_crashes=2)
     first = await supervisor.worker_for(workdir)
@@ -158,6 +159,28 @@ async def test_a_dead_worker_is_replaced_until_the_policy_gives_up(
     assert caught.value.code == ErrorCode.WORKER_UNAVAILABLE
     assert str(caught.value).startswith(f"the worker for {workdir} crashed 2 times in 60s; not restarting it")
     assert started_incarnations(owned, workdir) == [1, 2, 3], "giving up starts nothing"
+    # The log tells each start and end apart, with the exit status or signal.
+    pids = [first.record.pid, second.record.pid, third.record.pid]
+    which = [f"worker for {workdir} (pid {pid}, incarnation {n})" for n, pid in enumerate(pids, 1)]
+    expected = [
+        ("INFO", f"worker for {workdir} started (pid {pids[0]}, incarnation 1)"),
+        ("INFO", f"{which[0]} exited cleanly (exit status 0)"),
+        ("INFO", f"worker for {workdir} started (pid {pids[1]}, incarnation 2)"),
+        ("ERROR", f"{which[1]} crashed: killed by SIGKILL; its sessions are lost"),
+        ("INFO", f"worker for {workdir} started (pid {pids[2]}, incarnation 3)"),
+        ("ERROR", f"{which[2]} crashed: killed by SIGKILL; its sessions are lost"),
+        (
+            "ERROR",
+            f"the worker for {workdir} crashed 2 times in 60s; not restarting it until 60s pass without "
+            "a crash (tool calls there fail until then)",
+        ),
+    ]
+
+    def logged() -> list[tuple[str, str]]:
+        return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "zodex.gateway"]
+
+    await wait_for(lambda: all(line in logged() for line in expected), what=f"{expected} in {logged()}")
+    assert sorted(logged(), key=expected.index) == expected, "each once, nothing else"
 
 
 async def test_a_worker_that_fails_to_start_counts_as_a_crash(

@@ -106,3 +106,16 @@ def test_uncaught_failures_reach_the_server() -> None:
 def test_mcp_shape_has_no_schema_version() -> None:
     reply = JsonErrors().response(401, "missing or invalid token")
     assert reply.body == b'{"error":"missing or invalid token"}'
+
+
+def test_refusals_are_logged_on_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="zodex.gateway")
+    with client() as c:
+        c.get("/refused")
+        c.get("/x%0Aforged%20line", headers={"Host": "evil.example"})
+        c.get("/served")
+    logged = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert logged == [
+        ("WARNING", 'test request refused with 403: GET "/refused"'),
+        ("WARNING", 'test request refused with 421: GET "/x\\nforged line"'),
+    ]
