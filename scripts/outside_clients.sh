@@ -15,7 +15,7 @@ stamp="$cache/.installed"
 bin="$cache/node_modules/.bin"
 want=$(cat "$manifest/package.json" "$manifest/package-lock.json" | sha256sum | cut -d' ' -f1)
 
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$bin/node" && -x "$bin/mcp-inspector" && -x "$bin/claude" ]]; then
     exit 0
 fi
 command -v npm >/dev/null || { echo "outside clients: npm is not installed (scripts/setup.sh --test installs it)" >&2; exit 3; }

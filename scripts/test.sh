@@ -12,4 +12,8 @@ command -v npm >/dev/null || { echo "scripts/test.sh: npm is needed to lint Live
 npm ci --no-audit --no-fund --loglevel=error \
     || { echo "scripts/test.sh: npm ci could not install Biome from package-lock.json (is the npm registry reachable?)" >&2; exit 1; }
 node_modules/.bin/biome ci --error-on-warnings zodex_gateway/viewers/liveboard/static
+# MCP clients nobody here wrote (Inspector on Node 22, Claude Code), run by tests/outside_clients:
+# pinned by its package-lock.json, installed once into the git-ignored .cache/outside-clients/.
+# Status 3 is "npm unreachable": those tests then skip and say so; any other failure stops here.
+./scripts/outside_clients.sh || [ $? -eq 3 ]
 .venv/bin/pytest -q "$@"
