@@ -52,6 +52,7 @@ async def test_calls_workers_and_crashes_are_logged_without_commands_or_output(t
             await call(mcp, "conv-log", "write_stdin", session_handle=cat, chars=f"{SECRET}\n\u0004")
             patch = f"*** Begin Patch\n*** Add File: s.txt\n+{SECRET}\n*** End Patch"
             assert not (await call(mcp, "conv-log", "apply_patch", patch=patch, workdir=workdir)).is_error
+            assert not (await call(mcp, "conv-log", "set_agent_alias", alias="log reader")).is_error
             bad = await call(mcp, "conv-log", "write_stdin", session_handle="w-nope")
             assert bad.is_error
             running = await call(
@@ -86,6 +87,7 @@ async def test_calls_workers_and_crashes_are_logged_without_commands_or_output(t
             ("exec_command", agent, workdir, "running"),
             ("write_stdin", agent, "-", "ok"),
             ("apply_patch", agent, workdir, "ok"),
+            ("set_agent_alias", agent, "-", "ok"),
             ("write_stdin", agent, "-", "error"),
             ("exec_command", agent, workdir, "running"),
             ("write_stdin", agent, "-", "error"),
@@ -94,14 +96,15 @@ async def test_calls_workers_and_crashes_are_logged_without_commands_or_output(t
         for line, (tool, who, where, outcome) in zip(lines, expected, strict=True):
             match = re.search(
                 r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} zodex\.calls INFO call (\S+) agent=(\S+) "
-                r"workdir=(\S+) session=(\S+) outcome=(\S+) .*duration_ms=\d+$",
+                r"(?:alias=\"[^\"]*\" )?workdir=(\S+) session=(\S+) outcome=(\S+) .*duration_ms=\d+$",
                 line,
             )
             assert match, line
             assert (*match.groups()[:3], match[5]) == (tool, who, where, outcome), line
-        assert f"session={cat} " in lines[1] and f"session={handle} " in lines[5]
-        assert 'error="Unknown session handle: w-nope"' in lines[4]
-        assert f'error="session {handle} was lost' in lines[6]
+        assert f"session={cat} " in lines[1] and f"session={handle} " in lines[6]
+        assert 'error="Unknown session handle: w-nope"' in lines[5]
+        assert f'error="session {handle} was lost' in lines[7]
+        assert all(' alias="log reader" ' in line for line in lines[5:]), "the label once it is set"
         assert "exit_code=0" in lines[0]
 
         local.run("local", "stop")
