@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from zodex_gateway.agents.alias import MAX_ALIAS_CHARS
-from zodex_gateway.history import ERROR, INCOMPLETE, OK, PENDING
+from zodex_gateway.history import ERROR, INCOMPLETE, NO_AGENT, OK, PENDING
 from zodex_gateway.history.records import PROCESS_LOST
 from zodex_gateway.mcp.tools import SESSION_RESULT
 from zodex_gateway.observer.hub import EVENT_TYPES
@@ -89,6 +89,18 @@ def test_record_fields_are_what_the_python_sends() -> None:
     assert set(js_names("TERMINATION").values()) == ended
     assert set(js_names("CALL_STATUS").values()) == {PENDING, OK, ERROR, INCOMPLETE}
     assert set(js_names("OPERATION").values()) == set(typing.get_args(Operation))
+
+
+def js_string(name: str) -> str:
+    found = re.search(rf"^export const {name} = '([a-z_]+)';$", CONTRACT, re.M)
+    assert found is not None, f"contract.js has no string {name}"
+    return found.group(1)
+
+
+def test_the_unattributed_filter_word_is_historys_and_the_docs() -> None:
+    assert js_string("NO_AGENT") == NO_AGENT
+    unattributed = " ".join(documented("### Unattributed calls").split())
+    assert f"the word `{NO_AGENT}` selects exactly the calls with no agent" in unattributed
 
 
 def test_limits_are_the_observers() -> None:

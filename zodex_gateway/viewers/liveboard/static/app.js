@@ -2,6 +2,7 @@
 
 import * as api from './api.js';
 import { Board } from './columns.js';
+import { NO_AGENT } from './contract.js';
 import { Drawer } from './drawer.js';
 import { duration } from './format.js';
 import { Live } from './live.js';
@@ -33,6 +34,10 @@ async function loadAgents(store, board) {
   try {
     const { agents } = await api.agents();
     for (const agent of agents) store.upsertAgent(agent);
+    // Calls with no agent are in no list of agents: their newest record tells whether
+    // there are any (and so whether their column is shown).
+    const unattributed = await api.timeline({ agent_id: NO_AGENT, limit: 1 });
+    for (const record of unattributed.records) store.upsertRecord(record);
   } catch (error) {
     $('runtime').textContent = `cannot load agents: ${error.message}`;
   } finally {

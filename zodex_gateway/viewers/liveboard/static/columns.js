@@ -1,12 +1,14 @@
 // The board: one column per shown agent, each a header (id, alias editor, workdir, running
 // processes) over its timeline, newest on top, with older history loaded on scrolling down.
+// Calls with no agent get one more column, "Unattributed", after the agents' once one is
+// known; it takes no place of an agent's (the column count is the agents').
 
 import * as api from './api.js';
 import { Card } from './cards.js';
-import { MAX_ALIAS_CHARS } from './contract.js';
+import { COMMAND_STATUS, KIND, MAX_ALIAS_CHARS, NO_AGENT } from './contract.js';
 import { h, replaceChildren, startEllipsis } from './dom.js';
 import { ago, parseIso, shortPath } from './format.js';
-import { newerFirst } from './store.js';
+import { columnOf, newerFirst } from './store.js';
 
 const PAGE = 30;
 
@@ -30,18 +32,22 @@ export class Board {
     this.columns = new Map();
     this.loaded = false;
     store.addEventListener('agent', () => this.render());
-    store.addEventListener('record', (event) =>
-      this.columns.get(event.detail.record.agent_id)?.upsert(event.detail.record),
-    );
+    store.addEventListener('record', (event) => {
+      const record = event.detail.record;
+      const column = this.columns.get(columnOf(record));
+      if (column) column.upsert(record);
+      else if (record.agent_id === null) this.render(); // the first call with no agent: its column appears
+    });
     store.addEventListener('output', (event) => {
       const record = store.records.get(event.detail.presentationId);
-      if (record) this.columns.get(record.agent_id)?.output(record);
+      if (record) this.columns.get(columnOf(record))?.output(record);
     });
     settings.addEventListener('change', () => this.render());
   }
 
   render() {
     const ids = visibleAgentIds(this.store, this.settings);
+    if (this.store.unattributed) ids.push(NO_AGENT);
     this.onColumns?.(ids);
     for (const [id, column] of this.columns) {
       if (!ids.includes(id)) {
@@ -98,7 +104,11 @@ class Column {
     this.list = h('div', { class: 'cards', 'data-testid': 'cards' }, this.sentinel);
     this.el = h(
       'section',
-      { class: 'column', 'data-testid': 'column', 'data-agent-id': agentId },
+      {
+        class: agentId === NO_AGENT ? 'column unattributed' : 'column',
+        'data-testid': 'column',
+        'data-agent-id': agentId,
+      },
       this.headerEl,
       this.list,
     );
@@ -124,6 +134,10 @@ class Column {
   }
 
   renderHeader() {
+    if (this.agentId === NO_AGENT) {
+      this.renderUnattributedHeader();
+      return;
+    }
     if (this.editing) return; // do not pull the input away from under the typist
     const agent = this.agent || { agent_id: this.agentId, alias: null, workdirs: [], active_processes: 0 };
     const alias = agent.alias || '';
@@ -150,13 +164,7 @@ class Column {
           onclick: () => this.editAlias(),
         }),
         h('span', { class: 'spacer' }),
-        h('span', {
-          class: `procs${count ? ' active' : ''}`,
-          'data-testid': 'active-processes',
-          'data-count': String(count),
-          title: `${count} running process${count === 1 ? '' : 'es'}`,
-          text: count ? `${count} running` : 'idle',
-        }),
+        processes(count),
       ),
       h(
         'div',
@@ -170,6 +178,38 @@ class Column {
           'data-last-seen': String(parseIso(agent.last_seen)),
           text: ago(parseIso(agent.last_seen)),
         }),
+      ),
+    );
+  }
+
+  // No agent, so no alias: what the column holds, how many of its commands run, and when
+  // the last of its calls was.
+  renderUnattributedHeader() {
+    let running = 0;
+    let lastMs = 0;
+    for (const record of this.store.recordsOf(NO_AGENT)) {
+      if (record.kind === KIND.COMMAND && record.status === COMMAND_STATUS.RUNNING) running++;
+      lastMs = Math.max(lastMs, record.updated_at_ms);
+    }
+    replaceChildren(
+      this.headerEl,
+      h(
+        'div',
+        { class: 'col-title' },
+        h('span', {
+          class: 'agent-id',
+          'data-testid': 'agent-id',
+          title: 'Calls from MCP clients that sent no session: they belong to no agent',
+          text: 'Unattributed',
+        }),
+        h('span', { class: 'spacer' }),
+        processes(running),
+      ),
+      h(
+        'div',
+        { class: 'col-sub' },
+        h('span', { class: 'about', 'data-testid': 'about', text: 'calls from clients with no session' }),
+        lastMs ? h('span', { class: 'last-seen', 'data-last-seen': String(lastMs), text: ago(lastMs) }) : null,
       ),
     );
   }
@@ -225,7 +265,18 @@ class Column {
     input.select();
   }
 
+  // A page brings many records at once: the header is drawn once for all of them.
+  refreshHeaderSoon() {
+    if (this.headerPending) return;
+    this.headerPending = true;
+    queueMicrotask(() => {
+      this.headerPending = false;
+      this.renderHeader();
+    });
+  }
+
   upsert(record) {
+    if (this.agentId === NO_AGENT) this.refreshHeaderSoon(); // its header counts its records
     const known = this.cards.get(record.presentation_id);
     if (known) {
       known.update(record);
@@ -300,4 +351,14 @@ class Column {
       el.textContent = ago(Number(el.dataset.lastSeen), now);
     }
   }
+}
+
+function processes(count) {
+  return h('span', {
+    class: `procs${count ? ' active' : ''}`,
+    'data-testid': 'active-processes',
+    'data-count': String(count),
+    title: `${count} running process${count === 1 ? '' : 'es'}`,
+    text: count ? `${count} running` : 'idle',
+  });
 }

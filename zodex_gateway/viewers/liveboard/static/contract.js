@@ -57,6 +57,10 @@ export const OPERATION = Object.freeze({
   RENAMED: 'renamed',
 });
 
+// `agent_id` filter that selects the calls with no agent (their records and events carry
+// `agent_id: null`); never an agent's id. Liveboard also keys their column by it.
+export const NO_AGENT = 'none';
+
 // The most records one page of /v1/timeline returns (`limit`).
 export const MAX_PAGE_RECORDS = 100;
 

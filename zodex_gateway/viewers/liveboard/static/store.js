@@ -1,7 +1,7 @@
 // What the board knows: agents, timeline records, and the output of running commands as
 // it streams. Views listen for 'agent', 'record' and 'output' events.
 
-import { COMMAND_STATUS, KIND } from './contract.js';
+import { COMMAND_STATUS, KIND, NO_AGENT } from './contract.js';
 
 const LIVE_OUTPUT_CHARS = 64 * 1024;
 
@@ -13,7 +13,8 @@ export class Store extends EventTarget {
     this.outputs = new Map(); // presentation_id -> display text of a command, live
     this.partials = new Map(); // presentation_id -> its output's unfinished last line, from a tail
     this.handles = new Map(); // session_handle -> presentation_id of its command
-    this.pages = new Map(); // agent_id -> {cursor, done}: older history still to load
+    this.pages = new Map(); // agent_id (NO_AGENT: calls with no agent) -> {cursor, done}: older history still to load
+    this.unattributed = false; // a call with no agent is known: its column is shown
     this.lastUpdatedMs = 0;
     this.lastEventMs = 0;
     this.status = null;
@@ -35,6 +36,7 @@ export class Store extends EventTarget {
     if (known && known.updated_at_ms > record.updated_at_ms) return;
     this.records.set(id, record);
     this.lastUpdatedMs = Math.max(this.lastUpdatedMs, record.updated_at_ms);
+    if (record.agent_id === null) this.unattributed = true;
     this.touchAgent(record);
     if (record.kind === KIND.COMMAND) {
       if (record.session_handle) this.handles.set(record.session_handle, id);
@@ -93,8 +95,13 @@ export class Store extends EventTarget {
   }
 
   recordsOf(agentId) {
-    return [...this.records.values()].filter((record) => record.agent_id === agentId);
+    return [...this.records.values()].filter((record) => columnOf(record) === agentId);
   }
+}
+
+// The column a record belongs in: its agent's, or NO_AGENT's for a call with no agent.
+export function columnOf(record) {
+  return record.agent_id ?? NO_AGENT;
 }
 
 // Newest first; ids (time-sorted) break ties.
