@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from zodex_gateway.agents.session_ids import BadSessionKey, load_or_create_session_ids
 from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.mcp.http_guard import load_or_create_token
@@ -19,6 +20,7 @@ from zodex_gateway.redaction import SECRETS, watch_secret_files
 from zodex_gateway.serve.transports import http_transport, serve_until_stopped, stdio_transport
 from zodex_gateway.web.server import listen
 from zodex_protocol.limits import Limits
+from zodex_system import xdg
 from zodex_system.private_dirs import UnsafeDirectory
 
 
@@ -100,8 +102,10 @@ def http(
     try:
         token = load_or_create_token(token_file)
         SECRETS.add(token)  # never stored in history or shown to a viewer
+        # Session ids outlive this gateway: signed by the key kept with its state.
+        session_ids = load_or_create_session_ids(LocalPaths(state_dir or xdg.local_state_dir()).session_key)
         sock = listen(host, port)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, BadSessionKey, UnsafeDirectory) as exc:
         raise click.ClickException(str(exc)) from exc
     runtime = _open_runtime(runtime_dir, state_dir)
 
@@ -109,7 +113,9 @@ def http(
         click.echo(f"listening on {url}")
         sys.stdout.flush()
 
-    transport = http_transport(sock, token, start_directory or os.getcwd(), announce, history=not no_history)
+    transport = http_transport(
+        sock, token, start_directory or os.getcwd(), announce, history=not no_history, session_ids=session_ids
+    )
     asyncio.run(serve_until_stopped(runtime, transport))
 
 

@@ -23,7 +23,7 @@ class UnsafeDirectory(Exception):
     """A directory Zodex would keep secrets in is not safely the user's; one line."""
 
 
-def _owner_name(uid: int) -> str:
+def owner_name(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
@@ -57,14 +57,14 @@ def check_directory(directory: Path) -> bool:
         raise UnsafeDirectory(f"{directory} is not a directory; Zodex keeps its secrets in directories")
     me = os.geteuid()
     if info.st_uid not in (me, 0):
-        allowed = "you (root)" if me == 0 else f"you ({_owner_name(me)}) or root"
+        allowed = "you (root)" if me == 0 else f"you ({owner_name(me)}) or root"
         raise UnsafeDirectory(
-            f"{directory} is owned by {_owner_name(info.st_uid)}, not by {allowed}: "
+            f"{directory} is owned by {owner_name(info.st_uid)}, not by {allowed}: "
             "Zodex will not keep secrets under it; remove it or change its owner"
         )
     if info.st_mode & 0o022:
         raise UnsafeDirectory(
-            f"{directory} (owner {_owner_name(info.st_uid)}) is writable by group or others "
+            f"{directory} (owner {owner_name(info.st_uid)}) is writable by group or others "
             f"(mode {stat.S_IMODE(info.st_mode):04o}): Zodex will not keep secrets under it; "
             f"run chmod go-w {directory}"
         )

@@ -1,4 +1,5 @@
-"""Streamable HTTP (docs/modes.md#transports): token, Host header, both paths, stateless JSON responses."""
+"""Streamable HTTP (docs/modes.md#transports): token, Host header, both paths, stateless JSON responses
+(session ids are signed, not remembered: docs/modes.md#mcp-endpoint)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def test_good_token_both_headers_both_paths(gateway: HttpGateway) -> None:
             assert response.status_code == 200, (path, response.text)
             assert response.headers["content-type"].startswith("application/json")
             assert response.json()["result"]["serverInfo"]["name"] == "zodex"
-            assert "mcp-session-id" not in response.headers, "stateless: no session is kept"
+            assert response.headers["mcp-session-id"].startswith("z1."), "initialize opens a session"
 
 
 def test_foreign_host_header_is_refused(gateway: HttpGateway) -> None:
@@ -137,3 +138,23 @@ def test_an_unpaired_surrogate_is_a_tool_error_naming_the_field(gateway: HttpGat
         },
     }
     assert not (tmp_path / "made").exists(), "nothing ran"
+
+
+def test_a_foreground_gateway_signs_session_ids_with_the_key_kept_in_its_state(genv: GatewayEnv) -> None:
+    # docs/modes.md#transports: <state>/runtime/mcp-session-key, the Local runtime's own key.
+    key = genv.state_home / "zodex" / "local" / "runtime" / "mcp-session-key"
+    first = start_http_gateway(genv)
+    try:
+        session = post(first, {"X-Zodex-Local-Token": first.token}).headers["mcp-session-id"]
+    finally:
+        first.stop()
+    assert key.stat().st_mode & 0o777 == 0o600
+    second = start_http_gateway(genv)  # a new process with the same key accepts the id
+    try:
+        good = {"X-Zodex-Local-Token": second.token}
+        kept = post(second, {**good, "Mcp-Session-Id": session})
+        assert kept.status_code == 200 and kept.headers["mcp-session-id"] == session
+        forged = post(second, {**good, "Mcp-Session-Id": session[:-1] + ("0" if session[-1] != "0" else "1")})
+        assert forged.status_code == 404 and forged.json()["error"]["code"] == -32600
+    finally:
+        second.stop()

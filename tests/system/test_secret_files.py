@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from zodex_system.secret_files import create_secret_file, write_secret_file
+from zodex_system.secret_files import (
+    UnsafeSecretFile,
+    check_secret_file,
+    create_secret_file,
+    read_secret_file,
+    write_secret_file,
+)
 
 
 @pytest.fixture
@@ -114,3 +120,63 @@ def test_concurrent_writers_never_leave_a_mixed_or_partial_file(tmp_path: Path) 
     assert path.read_bytes() in contents
     assert seen <= set(contents), "a reader saw a file that no writer wrote whole"
     assert os.listdir(tmp_path) == ["bearer"]
+
+
+# -- reading a secret kept across restarts --------------------------------------------------
+
+
+def test_a_private_file_of_ones_own_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "key"
+    create_secret_file(path, b"k3y\n")
+    assert read_secret_file(path) == b"k3y\n"
+    check_secret_file(path)
+    check_secret_file(tmp_path / "missing")  # nothing to refuse
+    with pytest.raises(FileNotFoundError):
+        read_secret_file(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o620, 0o602, 0o610, 0o601])
+def test_a_file_open_to_group_or_others_is_refused(tmp_path: Path, mode: int) -> None:
+    path = tmp_path / "key"
+    create_secret_file(path, b"k3y\n")
+    os.chmod(path, mode)
+    expected = (
+        f"{path} is open to group or others (mode {mode:04o}): Zodex will not use it as a secret, "
+        "which others may have read; remove it"
+    )
+    for refuse in (read_secret_file, check_secret_file):
+        with pytest.raises(UnsafeSecretFile) as refused:
+            refuse(path)
+        assert str(refused.value) == expected
+    assert path.stat().st_mode & 0o777 == mode, "nothing chmodded"
+
+
+def test_a_link_or_a_directory_in_the_files_place_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    create_secret_file(target, b"k3y\n")
+    link = tmp_path / "key"
+    link.symlink_to(target)
+    with pytest.raises(UnsafeSecretFile, match=r"cannot be opened as a secret file .*: remove it$"):
+        read_secret_file(link)
+    directory = tmp_path / "dir"
+    directory.mkdir(mode=0o700)
+    with pytest.raises(UnsafeSecretFile) as refused:
+        read_secret_file(directory)
+    assert (
+        str(refused.value)
+        == f"{directory} is not a regular file: Zodex will not use it as a secret; remove it"
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another account needs root")
+def test_a_file_owned_by_another_account_is_refused(tmp_path: Path) -> None:
+    import pwd
+
+    path = tmp_path / "key"
+    create_secret_file(path, b"k3y\n")
+    os.chown(path, pwd.getpwnam("nobody").pw_uid, -1)
+    with pytest.raises(UnsafeSecretFile) as refused:
+        read_secret_file(path)
+    assert str(refused.value) == (
+        f"{path} is owned by nobody, not by you (root): Zodex will not use it as a secret; remove it"
+    )

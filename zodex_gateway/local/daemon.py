@@ -18,6 +18,7 @@ import signal
 import sys
 import time
 
+from zodex_gateway.agents.session_ids import BadSessionKey, load_or_create_session_ids
 from zodex_gateway.config.settings import LocalConfig, config_path
 from zodex_gateway.fleet.runtime import Runtime, default_shell
 from zodex_gateway.local.bearer import ensure_bearer, write_secret
@@ -31,6 +32,7 @@ from zodex_gateway.serve.transports import ObserverServing, http_transport, serv
 from zodex_gateway.web.listener_limits import ListenerLimits
 from zodex_gateway.web.server import base_url, listen
 from zodex_system import proctree
+from zodex_system.private_dirs import UnsafeDirectory
 
 log = logging.getLogger("zodex.local")
 
@@ -66,6 +68,11 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
     paths = LocalPaths.from_env()
     paths.create()
     _setup_logging(paths)
+    try:
+        session_ids = load_or_create_session_ids(paths.session_key)  # kept across starts
+    except (BadSessionKey, UnsafeDirectory) as exc:
+        log.error("%s", exc)  # the last line of the log: `start` shows it
+        return 1
     config = LocalConfig.load(config_path())
     runtime = Runtime.create(
         state_dir=paths.state, limits=config.limits(), use_cgroups=config.flag("session.cgroups")
@@ -134,6 +141,7 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
         read_only_hint=read_only_hint,
         observer=observer,
         limits=ListenerLimits.from_config(config),
+        session_ids=session_ids,
     )
     try:
         asyncio.run(serve_until_stopped(runtime, transport))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from zodex_system import xdg
 from zodex_system.private_dirs import check_tree, make_private_dirs
+from zodex_system.secret_files import check_secret_file
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,14 @@ class LocalPaths:
         return self.runtime / "observer-bearer"
 
     @property
-    def secret_files(self) -> tuple[Path, Path]:
+    def session_key(self) -> Path:
+        """The key that signs MCP session ids (docs/agents.md#identity); kept across restarts."""
+        return self.runtime / "mcp-session-key"
+
+    @property
+    def secret_files(self) -> tuple[Path, ...]:
         """The text secrets kept here, which nothing stored or shown to viewers may hold."""
-        return (self.token, self.observer_bearer)
+        return (self.token, self.observer_bearer, self.session_key)
 
     @property
     def owned(self) -> Path:
@@ -84,6 +90,8 @@ class LocalPaths:
             check_tree(self.runtime_root, xdg.runtime_base(self.runtime_root))
 
     def create(self) -> None:
-        """Every directory Local needs, private to the user (after :meth:`verify`)."""
+        """Every directory Local needs, private to the user (after :meth:`verify`), once the
+        session key, trusted across restarts, is known to be safely the user's."""
         self.verify()
+        check_secret_file(self.session_key)
         make_private_dirs(self._own_dirs(), self.state_base)

@@ -8,6 +8,12 @@ up to ``mcp.max-body`` (docs/modes.md#http-listeners): a larger one is answered 
 JSON-RPC error naming the limit, and at most two bodies larger than 1 MiB are held at once
 (each from the moment it passes 1 MiB until its response starts), so concurrent large
 patches cannot multiply the gateway's memory without bound.
+
+Session ids (docs/agents.md#identity) are the guard's too, since the SDK serves statelessly
+and ignores them: a request's ``Mcp-Session-Id`` must be one the session key signed, else
+404 with a JSON-RPC error before anything runs; a verified one is put in the request's
+scope, where identity reads it. A handshake ``initialize`` answered 200 gets the id it came
+with, or a new one.
 """
 
 from __future__ import annotations
@@ -15,20 +21,26 @@ from __future__ import annotations
 import json
 import secrets
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import anyio
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from zodex_gateway.agents.identity import VERIFIED_SESSION_SCOPE_KEY
+from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.mcp import jsonrpc_input
 from zodex_gateway.web import guard
 from zodex_gateway.web.listener_limits import DEFAULT_MAX_BODY
 from zodex_system.secret_files import create_secret_file
 
 TOKEN_HEADER = b"x-zodex-local-token"
+SESSION_HEADER = b"mcp-session-id"
+PROTOCOL_VERSION_HEADER = b"mcp-protocol-version"
+UNKNOWN_SESSION = "Mcp-Session-Id was not issued by this server; send initialize without it for a new session"
 LARGE_BODY: Final = 1024 * 1024
 LARGE_BODIES_AT_ONCE: Final = 2
 ERRORS: Final = guard.JsonErrors()
@@ -63,9 +75,17 @@ class BodyTooLarge(Exception):
 
 class GuardedMcpApp:
     def __init__(
-        self, server: Server[Any], token: str, host: str, *, max_body: int = DEFAULT_MAX_BODY
+        self,
+        server: Server[Any],
+        token: str,
+        host: str,
+        *,
+        max_body: int = DEFAULT_MAX_BODY,
+        session_ids: SessionIds | None = None,
     ) -> None:
+        """``session_ids``: signs and verifies session ids; a key of this process only when None."""
         self._token = token
+        self._session_ids = session_ids or SessionIds.ephemeral()
         self.max_body = max_body
         self._large_bodies = anyio.Semaphore(LARGE_BODIES_AT_ONCE)
         self._app = server.streamable_http_app(
@@ -97,10 +117,22 @@ class GuardedMcpApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._guard(scope, receive, send)
 
+    async def serve_admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve a request another front door has admitted (Sprite's key and Host rules):
+        the body limit and the MCP app, without this app's own Host and token checks."""
+        await self._serve(scope, receive, send)
+
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
+        session = self._verified_session(scope)
+        if session is False:
+            error = jsonrpc_input.error(jsonrpc_input.INVALID_REQUEST, UNKNOWN_SESSION)
+            await guard.json_response(404, error)(scope, receive, send)
+            return
+        if session is not None:
+            scope = {**scope, VERIFIED_SESSION_SCOPE_KEY: session}
         async with _LargeBodySlot(self._large_bodies) as slot:
             try:
                 body = await self._read_body(scope, receive, slot)
@@ -115,7 +147,21 @@ class GuardedMcpApp:
                     reply = guard.json_response(200 if "result" in refusal else 400, refusal)
                     await reply(scope, receive, send)
                     return
+            if _opens_handshake(scope, body):
+                send = _with_session_id(send, session or self._session_ids.issue())
             await self._app(scope, _replay(body, receive), slot.releasing(send))
+
+    def _verified_session(self, scope: Scope) -> str | Literal[False] | None:
+        """The request's verified session id, None without one, False for any other:
+        unsigned, malformed, oversized, or more than one."""
+        given = [bytes(value) for key, value in scope.get("headers", []) if key == SESSION_HEADER]
+        if not given:
+            return None
+        if len(given) == 1 and given[0].isascii():
+            value = given[0].decode("ascii")
+            if self._session_ids.verify(value):
+                return value
+        return False
 
     async def _read_body(self, scope: Scope, receive: Receive, slot: _LargeBodySlot) -> bytes:
         declared = _content_length(scope)
@@ -156,6 +202,33 @@ def _unicode_refusal(body: bytes) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None  # not JSON at all: the SDK answers -32700
     return jsonrpc_input.unicode_refusal(message)
+
+
+def _opens_handshake(scope: Scope, body: bytes) -> bool:
+    """An ``initialize`` the SDK serves as a handshake: a per-request (2026-07-28 or later)
+    revision in the header takes the SDK's other path, which has no sessions."""
+    version = guard.header(scope, PROTOCOL_VERSION_HEADER)
+    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return False
+    if b'"initialize"' not in body:
+        return False  # most requests: no parse needed
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(message, dict) and message.get("method") == "initialize"
+
+
+def _with_session_id(send: Send, session: str) -> Send:
+    """Sends the response with ``Mcp-Session-Id`` when it is a success."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 200:
+            headers = [*message.get("headers", []), (SESSION_HEADER, session.encode("ascii"))]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

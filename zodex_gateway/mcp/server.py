@@ -32,6 +32,13 @@ from zodex_protocol.replies import Patched
 log = logging.getLogger("zodex.gateway")
 
 SERVER_NAME = "zodex"
+# set_agent_alias without an identity: how to get one (docs/tools.md#set_agent_alias).
+NO_IDENTITY = (
+    "set_agent_alias needs to know which conversation is calling, and this call carries no agent "
+    "identity (no openai/session metadata and no MCP session); nothing was changed. To get one, "
+    "connect through the stdio bridge `zodex local connect`, or over HTTP send initialize and then "
+    "the Mcp-Session-Id header it answers with on every call"
+)
 
 
 def instructions(start_directory: str | None) -> str:
@@ -274,10 +281,7 @@ class ToolHandlers:
     def _set_alias(self, agent: AgentRecord | None, args: dict[str, Any]) -> types.CallToolResult:
         history = self.local.history
         if history is None or agent is None:
-            return error_result(
-                "set_agent_alias needs to know which conversation is calling, and this call carries no "
-                "agent identity (no openai/session metadata and no MCP session); nothing was changed"
-            )
+            return error_result(NO_IDENTITY)
         try:
             alias = clean_alias(args.get("alias"))
         except ProtocolError as exc:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.fleet.dispatcher import ZmqDispatcher
 from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.supervisor import Supervisor
@@ -141,9 +142,12 @@ def http_transport(
     history: bool = True,
     observer: ObserverServing | None = None,
     limits: ListenerLimits | None = None,
+    session_ids: SessionIds | None = None,
 ) -> Serve:
     """MCP over HTTP on ``sock``; with ``observer`` (and history), the observer API too,
-    on its own socket in the same loop. ``limits`` bound slow clients and bodies."""
+    on its own socket in the same loop. ``limits`` bound slow clients and bodies;
+    ``session_ids`` signs the session ids handshake clients get (a key of this process
+    only when None)."""
     limits = limits or ListenerLimits()
 
     async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
@@ -159,7 +163,7 @@ def http_transport(
             read_only_hint=read_only_hint,
             local=opened.features,
         )
-        app = GuardedMcpApp(server, token, host, max_body=limits.max_body)
+        app = GuardedMcpApp(server, token, host, max_body=limits.max_body, session_ids=session_ids)
         listeners.add(app, sock)
         history_store = opened.features.history
         if observer is not None and history_store is not None and opened.hub is not None:
