@@ -18,6 +18,7 @@ from zodex_gateway.local.bearer import ensure_bearer, rotate_bearer
 from zodex_gateway.local.client_config import CLIENTS, snippet
 from zodex_gateway.local.observer_access import observer_access
 from zodex_gateway.local.paths import LocalPaths
+from zodex_gateway.sprite.cli import sprite
 from zodex_system.private_dirs import UnsafeDirectory
 
 
@@ -333,6 +334,9 @@ def mcp_config(client: str) -> None:
     """Print what to paste into an MCP client: the running Local's URL and token header, or
     (when Local is not running) a stdio entry that starts `zodex-gateway stdio`."""
     click.echo(snippet(client, lifecycle.active(LocalPaths.from_env())))
+
+
+cli.add_command(sprite)
 
 
 def main() -> None:

@@ -1,124 +1,22 @@
-"""``zodex local logs --follow``: the end of ``runtime.log``, then each line as it is written.
-
-It waits on inotify events for the log's directory, never on a timer: a write to the log
-wakes it, and so does the log being replaced (rotation renames it to ``runtime.log.1`` and
-opens a new one), after which it finishes the old file and reads the new one from its
-start. It keeps following across ``zodex local stop`` and ``start``, which append to the
-same file.
+"""``zodex local logs --follow``: the end of ``runtime.log``, then each line as it is written
+(:mod:`zodex_system.log_follow`, shared with ``zodex sprite logs --follow``), its errors as
+:class:`LocalError`. It keeps following across ``zodex local stop`` and ``start``, which
+append to the same file.
 """
 
 from __future__ import annotations
 
-import os
-import select
 from collections.abc import Callable
 from pathlib import Path
 
 from zodex_gateway.local.lifecycle import LocalError
-from zodex_system import inotify
-
-TAIL_BYTES = 256 * 1024
-READ_BYTES = 64 * 1024
-# Anything that may mean the log was written, or that the name now holds another file.
-_DIRECTORY_EVENTS = (
-    inotify.IN_MODIFY
-    | inotify.IN_CREATE
-    | inotify.IN_MOVED_TO
-    | inotify.IN_MOVED_FROM
-    | inotify.IN_DELETE
-    | inotify.IN_DELETE_SELF
-    | inotify.IN_MOVE_SELF
-)
-_DIRECTORY_GONE = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_IGNORED
-
-
-class _OpenLog:
-    """One log file, open: the lines appended to it since the last read."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.inode = os.fstat(fd).st_ino
-        self._partial = b""
-
-    @classmethod
-    def open(cls, path: Path) -> _OpenLog | None:
-        try:
-            return cls(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
-        except FileNotFoundError:
-            return None
-
-    def tail(self, count: int) -> list[str]:
-        """The last ``count`` complete lines now in the file; reading goes on from its end."""
-        end = os.lseek(self.fd, 0, os.SEEK_END)
-        start = max(0, end - TAIL_BYTES)
-        os.lseek(self.fd, start, os.SEEK_SET)
-        lines = self.new_lines()
-        if start > 0 and lines:
-            lines = lines[1:]  # the first one is cut
-        return lines[-count:] if count > 0 else []
-
-    def new_lines(self) -> list[str]:
-        if os.fstat(self.fd).st_size < os.lseek(self.fd, 0, os.SEEK_CUR):
-            os.lseek(self.fd, 0, os.SEEK_SET)  # truncated in place: start again
-            self._partial = b""
-        chunks = [self._partial]
-        while chunk := os.read(self.fd, READ_BYTES):
-            chunks.append(chunk)
-        *complete, self._partial = b"".join(chunks).split(b"\n")
-        return [line.decode(errors="replace") for line in complete]
-
-    def finish(self) -> list[str]:
-        """What is left, an unfinished last line included; then closed."""
-        lines = self.new_lines()
-        if self._partial:
-            lines.append(self._partial.decode(errors="replace"))
-        os.close(self.fd)
-        return lines
-
-
-def _replaced(path: Path, current: _OpenLog | None) -> bool:
-    try:
-        inode = os.stat(path).st_ino
-    except FileNotFoundError:
-        return False  # gone for now: keep what is open until a new one appears
-    return current is None or inode != current.inode
+from zodex_system import log_follow
 
 
 def follow(path: Path, lines: int, emit: Callable[[str], None], stop_fd: int | None = None) -> None:
-    """Emit the last ``lines`` lines of ``path``, then every new line, until ``stop_fd``
-    becomes readable (tests) or the process is interrupted (Ctrl-C)."""
     try:
-        notify = inotify.Inotify()
-    except inotify.InotifyUnavailable as exc:
-        raise LocalError(f"--follow needs Linux inotify: {exc}") from exc
-    current: _OpenLog | None = None
-    try:
-        try:
-            notify.watch(str(path.parent), _DIRECTORY_EVENTS)
-        except OSError as exc:
-            raise LocalError(
-                f"cannot follow {path}: {exc.strerror} (has Zodex Local been set up and started?)"
-            ) from exc
-        current = _OpenLog.open(path)  # after the watch: nothing written in between is missed
-        for line in current.tail(lines) if current is not None else []:
-            emit(line)
-        waited = [notify.fileno()] if stop_fd is None else [notify.fileno(), stop_fd]
-        while True:
-            readable, _, _ = select.select(waited, [], [])
-            if stop_fd is not None and stop_fd in readable:
-                return
-            events = notify.read()
-            for line in current.new_lines() if current is not None else []:
-                emit(line)
-            if any(event.mask & _DIRECTORY_GONE for event in events):
-                raise LocalError(f"stopped following: {path.parent} was removed or moved")
-            if _replaced(path, current):
-                for line in current.finish() if current is not None else []:
-                    emit(line)
-                current = _OpenLog.open(path)
-                for line in current.new_lines() if current is not None else []:
-                    emit(line)
-    finally:
-        if current is not None:
-            os.close(current.fd)
-        notify.close()
+        log_follow.follow(
+            path, lines, emit, stop_fd, missing_hint=" (has Zodex Local been set up and started?)"
+        )
+    except log_follow.FollowError as exc:
+        raise LocalError(str(exc)) from exc

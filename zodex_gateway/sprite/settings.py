@@ -22,12 +22,15 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from zodex_gateway.config.settings import KEYS, LocalConfig
 from zodex_gateway.config.units import ConfigError
-from zodex_gateway.web.listener_limits import ListenerLimits
 from zodex_protocol.limits import Limits
+
+if TYPE_CHECKING:
+    # Imported when used: it loads uvicorn, which the operator commands do not need.
+    from zodex_gateway.web.listener_limits import ListenerLimits
 
 __all__ = [
     "CONFIG_ENV",
@@ -233,6 +236,8 @@ class SpriteSettings:
         return f"{self.base_url()}/mcp?key={urllib.parse.quote(key, safe='')}"
 
     def listener_limits(self) -> ListenerLimits:
+        from zodex_gateway.web.listener_limits import ListenerLimits
+
         return ListenerLimits(
             header_timeout_s=self.header_timeout_ms / 1000,
             max_pending=self.max_pending_connections,
