@@ -23,9 +23,44 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+import secrets
+import stat
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+# A record is a few hundred bytes; a larger file is not one (and is not read whole).
+MAX_RECORD_BYTES: Final = 64 * 1024
+_RECORD_TYPES: Final = {
+    "worker_id": (str,),
+    "incarnation": (int,),
+    "pid": (int,),
+    "pid_start": (int, type(None)),
+    "workdir": (str,),
+    "request_endpoint": (str,),
+    "event_endpoint": (str,),
+    "protocol": (int,),
+}
+
+
+def read_small_file(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, never through a symbolic link, at most
+    ``limit`` of them; OSError (ValueError when larger) otherwise. Files a worker writes may
+    be written by another account than the gateway's (Sprite): they are read this way."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, min(limit + 1 - size, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise ValueError(f"{path} is larger than {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -62,6 +97,24 @@ class RuntimeLayout:
     def started_file(self, worker_id: str, incarnation: int) -> Path:
         return self.workers_dir / f"{worker_id}-{incarnation}.started"
 
+    def read_record(self, worker_id: str, incarnation: int | None = None) -> WorkerRecord | None:
+        """The registry record of ``worker_id`` (its latest, or the ``.started`` record of
+        ``incarnation``), or None unless it names that worker and the endpoints this layout
+        gives it: a gateway connects only to sockets inside its own runtime directory."""
+        path = (
+            self.record_file(worker_id) if incarnation is None else self.started_file(worker_id, incarnation)
+        )
+        record = WorkerRecord.read(path)
+        if record is None or record.worker_id != worker_id:
+            return None
+        if incarnation is not None and record.incarnation != incarnation:
+            return None
+        if record.request_endpoint != self.request_endpoint(worker_id, record.incarnation):
+            return None
+        if record.event_endpoint != self.event_endpoint(worker_id, record.incarnation):
+            return None
+        return record
+
     @property
     def owner_file(self) -> Path:
         return self.root / "owner.json"
@@ -86,9 +139,15 @@ class WorkerRecord:
     protocol: int
 
     def write(self, path: Path) -> None:
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(asdict(self)))
-        os.replace(tmp, path)
+        # A fresh temporary name, never through a link planted in its place.
+        tmp = path.with_suffix(f".tmp{os.getpid()}-{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write(json.dumps(asdict(self)))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def publish(self, layout: RuntimeLayout) -> None:
         """Register this incarnation as started, then as the worker's latest: a handle
@@ -99,8 +158,18 @@ class WorkerRecord:
 
     @classmethod
     def read(cls, path: Path) -> WorkerRecord | None:
+        """The record in ``path``, or None when it is missing, a link, larger than
+        ``MAX_RECORD_BYTES`` or not a record (every field of its type)."""
         try:
-            data: dict[str, Any] = json.loads(path.read_text())
-            return cls(**data)
-        except (OSError, ValueError, TypeError):
+            data: Any = json.loads(read_small_file(path, MAX_RECORD_BYTES))
+        except (OSError, ValueError, RecursionError):
             return None
+        if not isinstance(data, dict) or set(data) != {f.name for f in fields(cls)}:
+            return None
+        for name, kinds in _RECORD_TYPES.items():
+            value = data[name]
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                return None
+        if data["pid"] <= 0:
+            return None
+        return cls(**data)

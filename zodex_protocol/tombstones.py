@@ -26,7 +26,12 @@ from pathlib import Path
 import msgpack
 
 from zodex_protocol.errors import ProtocolError
+from zodex_protocol.layout import read_small_file
 from zodex_protocol.replies import SessionResult
+
+# Far above what an incarnation's tombstones hold (sessions × a final result each); a larger
+# exit file is not read (it may be written by another account: Sprite's agent).
+MAX_EXIT_FILE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,7 @@ def answer_from_file(path: Path, handle: str, now: float | None = None) -> Sessi
     """What a poll of ``handle`` answers from an exit file, or None — the handle is then
     unknown — when the file cannot be read, does not hold it, or its tombstone expired."""
     try:
-        stone = decode(path.read_bytes()).get(handle)
+        stone = decode(read_small_file(path, MAX_EXIT_FILE_BYTES)).get(handle)
     except (OSError, ValueError):
         return None
     if stone is None or stone.expires_at < (time.time() if now is None else now):

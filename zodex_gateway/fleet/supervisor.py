@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import signal
@@ -21,8 +20,9 @@ from collections.abc import Awaitable, Callable
 import zmq
 import zmq.asyncio
 
+from zodex_gateway.fleet.launcher import DirectLauncher, Launcher, StartedWorker, WorkerSpec
 from zodex_gateway.fleet.restart_policy import RestartPolicy
-from zodex_gateway.fleet.runtime import Runtime, worker_argv
+from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.worker_client import WorkerClient
 from zodex_protocol import messages, tombstones
 from zodex_protocol.envelope import WireCodec
@@ -31,7 +31,7 @@ from zodex_protocol.handles import MAX_INCARNATION, SessionHandle, worker_id_for
 from zodex_protocol.layout import WorkerRecord
 from zodex_protocol.replies import SessionResult
 from zodex_protocol.version import PROTOCOL_VERSION
-from zodex_system import cgroups, descriptor_limit, proctree
+from zodex_system import cgroups, proctree
 
 log = logging.getLogger("zodex.gateway")
 
@@ -56,15 +56,17 @@ def record_alive(record: WorkerRecord) -> bool:
 
 
 class Supervisor:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, launcher: Launcher | None = None) -> None:
         self.runtime = runtime
+        # Starts and signals workers: as children here (Local), or through Sprite's root helper.
+        self.launcher: Launcher = launcher or DirectLauncher()
         self.layout = runtime.layout
         self.codec = WireCodec(runtime.key)
         self.context = zmq.asyncio.Context()
         self.clients: dict[str, WorkerClient] = {}
         self.policies: dict[str, RestartPolicy] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._children: dict[int, asyncio.subprocess.Process] = {}
+        self._children: dict[int, StartedWorker] = {}
         self._counted_crashes: set[tuple[str, int]] = set()
         self._abandoned: set[tuple[str, int]] = set()  # ended by us: not crashes
         self._spawned: set[tuple[str, int]] = set()  # started by us: _log_exit logs their end
@@ -109,12 +111,14 @@ class Supervisor:
                 os.close(lock_fd)  # closing drops the flock
 
     def _lock_spawn(self, worker_id: str) -> int:
-        fd = os.open(self.layout.spawn_lock(worker_id), os.O_RDWR | os.O_CREAT, 0o600)
+        # Never through a link: in Sprite the registry directory is the agent's to write too.
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self.layout.spawn_lock(worker_id), flags, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         return fd
 
     async def _connect_or_spawn(self, worker_id: str, real_path: str) -> WorkerClient:
-        record = WorkerRecord.read(self.layout.record_file(worker_id))
+        record = self.layout.read_record(worker_id)
         if record is not None and record_alive(record):
             client = await self._connect(record)
             if client is not None:
@@ -139,24 +143,17 @@ class Supervisor:
     async def _spawn(
         self, worker_id: str, incarnation: int, real_path: str, policy: RestartPolicy
     ) -> WorkerClient:
-        argv = [
-            *worker_argv(),
-            "--runtime-dir", str(self.layout.root),
-            "--workdir", real_path,
-            "--worker-id", worker_id,
-            "--incarnation", str(incarnation),
-            "--spill-dir", str(self.runtime.spill_dir),
-            "--shell", json.dumps(self.runtime.shell),
-            "--limits", json.dumps(self.runtime.limits.to_dict()),
-        ]  # fmt: skip
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            start_new_session=True,  # a Ctrl-C at the gateway's terminal is the gateway's to handle
+        spec = WorkerSpec(
+            runtime_dir=self.layout.root,
+            workdir=real_path,
+            worker_id=worker_id,
+            incarnation=incarnation,
+            spill_dir=self.runtime.spill_dir,
+            shell=self.runtime.shell,
+            limits=self.runtime.limits,
         )
+        proc = await self.launcher.spawn(spec)
         self._children[proc.pid] = proc
-        descriptor_limit.give_back(proc.pid)  # its commands get the usual open-files limit
         proc_wait = asyncio.ensure_future(proc.wait())
         proc_wait.add_done_callback(lambda _f: self._children.pop(proc.pid, None))
         proc_wait.add_done_callback(lambda f: self._log_exit(worker_id, incarnation, real_path, proc.pid, f))
@@ -165,12 +162,12 @@ class Supervisor:
             line = await asyncio.wait_for(proc.stdout.readline(), READY_TIMEOUT_S)
         except TimeoutError:
             line = b""
-        record = WorkerRecord.read(self.layout.record_file(worker_id))
+        record = self.layout.read_record(worker_id)
         if line.strip() != b"READY" or record is None or record.incarnation != incarnation:
             if line == b"":  # its stdout closed: it is exiting by itself, let it say how
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(proc_wait), READY_TIMEOUT_S)
-            _kill_child(proc)
+            self.launcher.kill_started(proc)
             code = await proc_wait
             self._count_crash(worker_id, real_path, policy)
             self._counted_crashes.add((worker_id, incarnation))
@@ -256,7 +253,7 @@ class Supervisor:
         if info is not None and info.start == record.pid_start:
             if reason is not None:
                 self._kill_reasons[(record.worker_id, record.incarnation)] = reason
-            proctree.signal_process(info, signal.SIGKILL)
+            self.launcher.kill_record(record)
 
     def _client_exited(self, client: WorkerClient) -> None:
         if self.clients.get(client.worker_id) is client:
@@ -281,8 +278,7 @@ class Supervisor:
         # Its sessions are lost; commands that survived the PTY hang-up must not run on
         # unowned. Their environment names the incarnation that started them.
         prefix = str(SessionHandle(record.worker_id, record.incarnation, "")).rstrip("-")
-        for orphan in proctree.processes_with_env(f"{proctree.SESSION_MARKER}={prefix}-"):
-            proctree.signal_process(orphan, signal.SIGKILL)
+        self.launcher.end_orphans(f"{proctree.SESSION_MARKER}={prefix}-")
         # Where sessions have cgroups, those hold even what cleared its environment.
         group = cgroups.worker_group_of(self.layout.root, record.worker_id, record.incarnation)
         if group is not None and group.path.is_dir():
@@ -320,7 +316,7 @@ class Supervisor:
         # handles answer lost; the next incarnation gets a higher number.
         with contextlib.suppress(OSError):
             record.write(self.layout.started_file(*key))
-            if WorkerRecord.read(self.layout.record_file(record.worker_id)) is None:
+            if self.layout.read_record(record.worker_id) is None:
                 record.write(self.layout.record_file(record.worker_id))
         self._kill_record(record, "its sockets were removed")
         client.mark_dead()  # ends its sessions' processes (_note_end)
@@ -340,7 +336,7 @@ class Supervisor:
         handle = SessionHandle.parse(text)
         if handle is None:
             raise unknown
-        record = WorkerRecord.read(self.layout.record_file(handle.worker_id))
+        record = self.layout.read_record(handle.worker_id)
         if record is not None and handle.incarnation == record.incarnation:
             client = self.clients.get(handle.worker_id)
             if client is not None and client.alive and client.incarnation == record.incarnation:
@@ -356,7 +352,7 @@ class Supervisor:
             if final is None:
                 raise unknown
             return final
-        started = WorkerRecord.read(self.layout.started_file(handle.worker_id, handle.incarnation))
+        started = self.layout.read_record(handle.worker_id, handle.incarnation)
         if started is not None and (started.worker_id, started.incarnation) == (
             handle.worker_id,
             handle.incarnation,
@@ -384,7 +380,7 @@ class Supervisor:
             return [c.record for c in self.clients.values()]
         records = []
         for path in self.layout.workers_dir.glob("*.json"):
-            record = WorkerRecord.read(path)
+            record = self.layout.read_record(path.stem)
             if record is not None and record_alive(record):
                 records.append(record)
         return records
@@ -402,7 +398,7 @@ class Supervisor:
             try:
                 await asyncio.wait_for(proc.wait(), 1.0)
             except TimeoutError:
-                _kill_child(proc)
+                self.launcher.kill_started(proc)
         elif record_alive(record):
             self._kill_record(record)
 
@@ -415,15 +411,3 @@ def exit_reason(returncode: int) -> str:
         except ValueError:
             return f"killed by signal {-returncode}"
     return f"exit status {returncode}"
-
-
-def _kill_child(proc: asyncio.subprocess.Process) -> None:
-    """SIGKILL a child the event loop has not reaped yet.
-
-    Not ``Process.kill()``: ``Popen.send_signal`` first polls, and a poll that reaps the
-    child steals its exit status from the loop's watcher (which then reports 255). While
-    ``returncode`` is None the pid is ours (alive or a zombie), so it cannot have been reused.
-    """
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)

@@ -54,6 +54,22 @@ def instructions(start_directory: str | None) -> str:
     return "\n".join(lines)
 
 
+def sprite_instructions(workspace: str | None) -> str:
+    """Sprite's instructions (docs/sprite.md#the-service): remote tools in a Linux workspace."""
+    lines = [
+        "Zodex Sprite gives you remote execution tools in a Linux workspace on another machine: run "
+        "commands with exec_command, continue them with write_stdin, and edit files with apply_patch. "
+        "Commands run as the workspace's own account, in a login shell (bash -l)."
+    ]
+    if workspace:
+        lines.append(f"Default workdir: {workspace}")
+    lines.append(
+        "Every exec_command and apply_patch call must still give workdir as an absolute path of an "
+        "existing directory; none is ever substituted or defaulted."
+    )
+    return "\n".join(lines)
+
+
 def _text(text: str) -> list[types.ContentBlock]:
     return [types.TextContent(text=text)]
 
@@ -377,7 +393,9 @@ def build_server(
     return Server(
         SERVER_NAME,
         version=_version(),
-        instructions=instructions(start_directory),
+        instructions=sprite_instructions(start_directory)
+        if mode == "sprite"
+        else instructions(start_directory),
         on_list_tools=handlers.list_tools,
         on_call_tool=handlers.call_tool,
     )

@@ -14,6 +14,7 @@ from typing import Any
 
 from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.fleet.dispatcher import ZmqDispatcher
+from zodex_gateway.fleet.launcher import Launcher
 from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.supervisor import Supervisor
 from zodex_gateway.mcp.http_guard import GuardedMcpApp
@@ -60,10 +61,11 @@ class StopSignal:
 Serve = Callable[[Supervisor, StopSignal], Coroutine[Any, Any, None]]
 
 
-async def serve_until_stopped(runtime: Runtime, serve: Serve) -> None:
+async def serve_until_stopped(runtime: Runtime, serve: Serve, launcher: Launcher | None = None) -> None:
     """Serve until the transport ends (stdin closed) or SIGTERM/SIGINT; then stop every
-    worker — and with them every command — and release the runtime."""
-    supervisor = Supervisor(runtime)
+    worker — and with them every command — and release the runtime. ``launcher`` starts
+    and signals the workers (Sprite's root helper); by default they are this process's children."""
+    supervisor = Supervisor(runtime, launcher)
     loop = asyncio.get_running_loop()
     stop = StopSignal()
     signalled = asyncio.Event()

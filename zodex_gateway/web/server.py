@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from typing import Any, Literal
 
 import uvicorn
@@ -73,10 +74,15 @@ class Listeners:
         self._graceful_s = graceful_s
         self._served: list[tuple[uvicorn.Server, socket.socket]] = []
 
-    def add(self, app: ASGIApp, sock: socket.socket) -> None:
+    def add(self, app: ASGIApp, sock: socket.socket, tls: ssl.SSLContext | None = None) -> None:
+        """Serve ``app`` on ``sock``; with ``tls``, HTTPS (a context loaded beforehand, so the
+        certificate's key may be one this process can no longer read)."""
         server = web_server(
             app, self._slow_clients, lifespan=self._lifespan, timeout_graceful_shutdown=self._graceful_s
         )
+        if tls is not None:
+            server.config.load()
+            server.config.ssl = tls
         self._served.append((server, sock))
 
     def stop(self) -> None:

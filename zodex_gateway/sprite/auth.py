@@ -1,0 +1,134 @@
+"""Sprite's front door (docs/sprite.md#the-service): ``GET /health`` open, ``/mcp`` and
+``/mcp/`` with the key, nothing else.
+
+- The key comes as ``?key=<key>`` (what ChatGPT connectors send) or ``Authorization: Bearer
+  <key>``, compared in constant time. Anything else — no key, a wrong one, the key in
+  another header or a form field — is 401 with an empty body: a scanner learns nothing.
+- Any Host is accepted unless ``sprite.allowed-hosts`` is set; then the Host header must be
+  one of them (a name alone allows any port), else 421 with an empty body.
+- The key is the file's: its metadata is looked at on each request (one ``stat``), so a key
+  written by ``zodex sprite rotate-key`` is in force for the next request, with no restart.
+  A key file that becomes unusable refuses every request until it is fixed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import urllib.parse
+from pathlib import Path
+
+from starlette.types import Receive, Scope, Send
+
+from zodex_gateway.mcp.http_guard import GuardedMcpApp
+from zodex_gateway.sprite.key import KeyRefused, read_key
+from zodex_gateway.web import guard
+
+log = logging.getLogger("zodex.sprite")
+
+COMPONENT = "zodex-sprite"
+MCP_PATHS = ("/mcp", "/mcp/")
+
+
+class KeySource:
+    """The key in force: the key file's, read again whenever the file changes."""
+
+    def __init__(self, path: Path, key: str, owner_uid: int | None = None) -> None:
+        self._path = path
+        self._owner_uid = owner_uid
+        self._key: str | None = key
+        self._seen = self._identity()
+
+    def _identity(self) -> tuple[int, int, int, int] | None:
+        try:
+            info = os.stat(self._path, follow_symlinks=False)
+        except OSError:
+            return None
+        return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+    def current(self) -> str | None:
+        identity = self._identity()
+        if identity != self._seen:
+            self._seen = identity
+            try:
+                self._key = read_key(self._path, self._owner_uid)
+                log.info("the key file changed; the new key is in force")
+            except KeyRefused as exc:
+                self._key = None
+                log.error("every request is refused until the key is fixed: %s", exc)
+        return self._key
+
+
+def query_key(scope: Scope) -> str | None:
+    """The ``key`` parameter of the query string (the first, if several)."""
+    query = bytes(scope.get("query_string", b"")).decode("latin-1")
+    values = urllib.parse.parse_qs(query, keep_blank_values=True).get("key")
+    return values[0] if values else None
+
+
+def _without_key(scope: Scope) -> Scope:
+    """The scope without ``key`` in its query: the MCP app never sees the key."""
+    query = bytes(scope.get("query_string", b"")).decode("latin-1")
+    kept = [(k, v) for k, v in urllib.parse.parse_qsl(query, keep_blank_values=True) if k != "key"]
+    return {**scope, "query_string": urllib.parse.urlencode(kept).encode("latin-1")}
+
+
+class SpriteFront:
+    def __init__(
+        self, mcp: GuardedMcpApp, keys: KeySource, *, allowed_hosts: tuple[str, ...], version: str
+    ) -> None:
+        self._mcp = mcp
+        self._keys = keys
+        self._allowed_hosts = allowed_hosts
+        self._health = json.dumps({"status": "ok", "component": COMPONENT, "version": version}).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._mcp.serve_admitted(scope, receive, send)  # the lifespan
+            return
+        if not self._host_allowed(scope):
+            await _empty(send, 421)
+            return
+        path = scope["path"]
+        if path == "/health" and scope["method"] in ("GET", "HEAD"):
+            await _body(send, 200, self._health, scope["method"] == "HEAD")
+            return
+        if path not in MCP_PATHS:
+            await _empty(send, 404)
+            return
+        if not self._key_ok(scope):
+            await _empty(send, 401)
+            return
+        admitted = {**_without_key(scope), "path": "/mcp", "raw_path": b"/mcp"}
+        await self._mcp.serve_admitted(admitted, receive, send)
+
+    def _key_ok(self, scope: Scope) -> bool:
+        expected = self._keys.current()
+        if expected is None:
+            return False
+        given = query_key(scope)
+        bearer = guard.bearer(scope)
+        # Two different keys in one request are refused, whichever one is right.
+        if given is not None and bearer is not None and given != bearer:
+            return False
+        return guard.secret_matches(given if given is not None else bearer, expected)
+
+    def _host_allowed(self, scope: Scope) -> bool:
+        if not self._allowed_hosts:
+            return True
+        given = (guard.header(scope, b"host") or "").strip().lower()
+        name = given.rsplit(":", 1)[0] if not given.endswith("]") else given
+        return given in self._allowed_hosts or name in self._allowed_hosts
+
+
+async def _empty(send: Send, status: int) -> None:
+    await _body(send, status, b"", False)
+
+
+async def _body(send: Send, status: int, body: bytes, head: bool) -> None:
+    headers = [(b"content-length", str(len(body)).encode()), (b"cache-control", b"no-store")]
+    if body:
+        headers.append((b"content-type", b"application/json"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else body})
