@@ -19,7 +19,7 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$bin/node" && -x "$bin/
     exit 0
 fi
 command -v npm >/dev/null || { echo "outside clients: npm is not installed (scripts/setup.sh --test installs it)" >&2; exit 3; }
-npm ping --loglevel=error >/dev/null 2>&1 \
+npm ping --fetch-retries=1 --fetch-timeout=15000 --loglevel=error >/dev/null 2>&1 \
     || { echo "outside clients: the npm registry is unreachable ($(npm config get registry))" >&2; exit 3; }
 
 rm -f "$stamp"
