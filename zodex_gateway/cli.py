@@ -10,12 +10,14 @@ from enum import IntEnum
 
 import click
 
+from zodex_gateway.config.operator_command import zodex_command
 from zodex_gateway.config.settings import LocalConfig, config_path, format_value
 from zodex_gateway.config.units import ConfigError, parse_duration_ms
 from zodex_gateway.history import HistoryStore, clear_history, render
 from zodex_gateway.local import lifecycle
+from zodex_gateway.local.address import rotate_token as rotate_mcp_token
 from zodex_gateway.local.bearer import ensure_bearer, rotate_bearer
-from zodex_gateway.local.client_config import CLIENTS, snippet
+from zodex_gateway.local.client_config import CLIENTS, connect_snippet, http_snippet
 from zodex_gateway.local.observer_access import observer_access
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.sprite.cli import sprite
@@ -52,7 +54,14 @@ def local() -> None:
     is_flag=True,
     help="Replace the observer API's bearer secret; a running runtime accepts only the new one at once.",
 )
-def setup(tunnel_command: str | None, tunnel_id: str | None, rotate_observability_bearer: bool) -> None:
+@click.option(
+    "--rotate-token",
+    is_flag=True,
+    help="Replace the MCP token (kept across starts with mcp.token = persistent). Refused while Local runs.",
+)
+def setup(
+    tunnel_command: str | None, tunnel_id: str | None, rotate_observability_bearer: bool, rotate_token: bool
+) -> None:
     """Create Zodex Local's directories and the observer API's bearer, and optionally
     record a tunnel.
 
@@ -61,8 +70,13 @@ def setup(tunnel_command: str | None, tunnel_id: str | None, rotate_observabilit
     ended when Local stops.
     """
     paths = LocalPaths.from_env()
+    if rotate_token:
+        _refuse_while_running("before replacing its MCP token")
     paths.create()
     click.echo(f"state directory: {paths.state}")
+    if rotate_token:
+        rotate_mcp_token(paths)
+        click.echo(f"MCP token replaced: {paths.token}")
     if rotate_observability_bearer:
         rotate_bearer(paths.observer_bearer)
         click.echo(f"observer bearer replaced: {paths.observer_bearer}")
@@ -109,8 +123,11 @@ def start(path: str | None, ttl: str | None) -> None:
     click.echo(f"  start directory: {d.start_directory}")
     click.echo(f"  MCP URL:         {d.mcp['url']}")
     click.echo(f"  token file:      {d.mcp['token_path']}  (send it as X-Zodex-Local-Token)")
-    click.echo(f"  expires:         {d.expires_at or 'never (stop with `zodex local stop`)'}")
-    click.echo("Connect a client: `zodex local mcp-config --client claude|codex|cursor|json`.")
+    never = f"never (stop with `{zodex_command('local', 'stop')}`)"
+    click.echo(f"  expires:         {d.expires_at or never}")
+    click.echo(
+        f"Connect a client: `{zodex_command('local', 'mcp-config', '--client')} claude|codex|cursor|json`."
+    )
 
 
 @local.command()
@@ -132,17 +149,19 @@ def status(as_json: bool) -> None:
         click.echo(f"Zodex Local crashed (runtime {info['runtime_id']}, pid {info['pid']}): {info['reason']}")
         for line in info["log"][1:]:  # the first is the reason, said above
             click.echo(f"  {line}")
-        click.echo("`zodex local stop` cleans up after it; `zodex local logs` shows more.")
+        stop, logs = zodex_command("local", "stop"), zodex_command("local", "logs")
+        click.echo(f"`{stop}` cleans up after it; `{logs}` shows more.")
         return
     if not info["running"]:
-        click.echo("Zodex Local is not running. Start it with `zodex local start [PATH]`.")
+        click.echo(f"Zodex Local is not running. Start it with `{zodex_command('local', 'start')} [PATH]`.")
         return
     click.echo(f"Zodex Local is running (runtime {info['runtime_id']}, pid {info['pid']}).")
     click.echo(f"  start directory:  {info['start_directory']}")
     click.echo(f"  started:          {info['started_at']}")
     click.echo(f"  expires:          {info['expires_at'] or 'never'}")
     click.echo(f"  MCP URL:          {info['mcp_url']}")
-    click.echo(f"  observer API:     {info['observer_url'] or 'none'} (watch it: `zodex local watch`)")
+    watch = zodex_command("local", "watch")
+    click.echo(f"  observer API:     {info['observer_url'] or 'none'} (watch it: `{watch}`)")
     click.echo(f"  active processes: {info['active_process_count']}")
 
 
@@ -183,14 +202,18 @@ def config_unset(key: str) -> None:
     click.echo(f"{key} = {format_value(key, LocalConfig.load(config_path()).get(key))}  (default)")
 
 
-def _update_config(change: Callable[[LocalConfig], None]) -> None:
+def _refuse_while_running(before: str) -> None:
     running = lifecycle.active(LocalPaths.from_env())
     if running is not None:
         _fail(
-            f"Zodex Local is running (runtime {running.runtime_id}); stop it with `zodex local stop` "
-            "before changing its configuration",
+            f"Zodex Local is running (runtime {running.runtime_id}); stop it with "
+            f"`{zodex_command('local', 'stop')}` {before}",
             Exit.REFUSED,
         )
+
+
+def _update_config(change: Callable[[LocalConfig], None]) -> None:
+    _refuse_while_running("before changing its configuration")
     try:
         settings = LocalConfig.load(config_path())
         change(settings)
@@ -273,13 +296,7 @@ def history(
 def history_clear(yes: bool) -> None:
     """Delete every recorded invocation, agent and output. Refused while Local runs."""
     paths = LocalPaths.from_env()
-    running = lifecycle.active(paths)
-    if running is not None:
-        _fail(
-            f"Zodex Local is running (runtime {running.runtime_id}); stop it with `zodex local stop` "
-            "before clearing its history",
-            Exit.REFUSED,
-        )
+    _refuse_while_running("before clearing its history")
     if not yes and not click.confirm(f"Delete all history in {paths.history}?", default=False):
         click.echo("Nothing was deleted.")
         return
@@ -330,10 +347,40 @@ def watch(no_open: bool, tui: bool, agent_id: str | None, show_all: bool) -> Non
 
 @local.command("mcp-config")
 @click.option("--client", type=click.Choice(CLIENTS), default="json", show_default=True)
-def mcp_config(client: str) -> None:
-    """Print what to paste into an MCP client: the running Local's URL and token header, or
-    (when Local is not running) a stdio entry that starts `zodex-gateway stdio`."""
-    click.echo(snippet(client, lifecycle.active(LocalPaths.from_env())))
+@click.option("--http", "over_http", is_flag=True, help="The running Local's URL and token header instead.")
+def mcp_config(client: str, over_http: bool) -> None:
+    """Print what to paste into an MCP client, in that client's own shape, and (on stderr)
+    one line saying where it goes.
+
+    By default: an entry that starts `zodex local connect`, which survives restarts of
+    Local and holds no token. With --http: the running Local's URL and token header.
+    """
+    if over_http:
+        running = lifecycle.active(LocalPaths.from_env())
+        if running is None:
+            _fail(
+                f"Zodex Local is not running; start it with `{zodex_command('local', 'start')}` "
+                "(the HTTP entry names its URL and token)"
+            )
+            return
+        snippet = http_snippet(client, running)
+    else:
+        snippet = connect_snippet(client)
+    click.echo(snippet.where, err=True)
+    click.echo(snippet.text)
+
+
+@local.command()
+def connect() -> None:
+    """An MCP server on stdin/stdout that forwards to the running Zodex Local: the entry
+    for clients that start their servers (Claude Code, Codex, Cursor, Inspector).
+
+    It finds Local anew on every call, so it keeps working across `stop` and `start`; it
+    lists the tools even while Local is down, and its calls then fail saying how to start it.
+    """
+    from zodex_gateway.local.connect import run_bridge
+
+    sys.exit(run_bridge(LocalPaths.from_env()))
 
 
 cli.add_command(sprite)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from tests.support.local import LocalEnv, local_env
+from tests.support.local import ZODEX, LocalEnv, local_env
 from zodex_gateway.cli import cli
 
 # What serving needs and reading a file does not.
@@ -73,7 +73,7 @@ def test_unset_refuses_an_unknown_key_and_a_contradiction_and_changes_nothing(lo
 def test_an_empty_string_names_the_command_that_goes_back_to_the_default(local: LocalEnv) -> None:
     done = zodex(local, "config", "set", "tunnel.id", " ")
     assert done.exit_code == 2
-    assert "`zodex local config unset tunnel.id` goes back to the default" in done.output
+    assert f"`{ZODEX} local config unset tunnel.id` goes back to the default" in done.output
     assert zodex(local, "config", "unset", "tunnel.id").exit_code == 0, "and that command exists"
 
 

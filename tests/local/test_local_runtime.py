@@ -1,8 +1,8 @@
-"""`zodex local start | stop | status | config | logs | mcp-config` against real runtimes."""
+"""`zodex local start | stop | status | config | logs` against real runtimes (mcp-config and
+connect: test_client_config.py, test_connect.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import stat
@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.support.gateway import http_client, pid_alive, wait_for
-from tests.support.local import local_env
+from tests.support.local import ZODEX, local_env
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(90)
@@ -99,7 +99,7 @@ def test_config_set_is_refused_while_running(tmp_path: Path) -> None:
         local.run("local", "start", str(tmp_path))
         refused = local.run("local", "config", "set", "session.timeout", "1h", check=False)
         assert refused.returncode == 2
-        assert "stop it with `zodex local stop`" in refused.stderr
+        assert f"stop it with `{ZODEX} local stop`" in refused.stderr
         assert local.run("local", "config", "get", "session.timeout").stdout.strip() == "30min"
         local.run("local", "stop")
         local.run("local", "config", "set", "session.timeout", "1h")
@@ -161,27 +161,16 @@ def test_tunnel_runs_with_the_runtime(tmp_path: Path) -> None:
         wait_until(lambda: not pid_alive(int(pid)), 10, "the tunnel to be stopped")
 
 
-def test_logs_and_mcp_config(tmp_path: Path) -> None:
+def test_logs(tmp_path: Path) -> None:
     with local_env() as local:
-        stdio = json.loads(local.run("local", "mcp-config", "--client", "claude").stdout)
-        assert stdio["mcpServers"]["zodex"]["args"] == ["stdio"]
         local.run("local", "start", str(tmp_path))
         discovery = local.discovery()
-        token = Path(discovery["mcp"]["token_path"]).read_text().strip()
-        claude = json.loads(local.run("local", "mcp-config", "--client", "claude").stdout)
-        assert claude["mcpServers"]["zodex"] == {
-            "type": "http",
-            "url": discovery["mcp"]["url"],
-            "headers": {"X-Zodex-Local-Token": token},
-        }
-        codex = local.run("local", "mcp-config", "--client", "codex").stdout
-        assert f'url = "{discovery["mcp"]["url"]}"' in codex
         logs = local.run("local", "logs", "--lines", "20").stdout
         assert discovery["runtime_id"] in logs
 
 
 def test_help_explains_every_command() -> None:
     with local_env() as local:
-        for command in ("setup", "start", "stop", "status", "config", "logs", "mcp-config"):
+        for command in ("setup", "start", "stop", "status", "config", "logs", "mcp-config", "connect"):
             done = local.run("local", command, "--help")
             assert "Usage:" in done.stdout and len(done.stdout.splitlines()) > 3

@@ -29,6 +29,7 @@ import tomli_w
 from zodex_protocol.limits import Limits
 from zodex_system import xdg
 
+from .operator_command import zodex_command
 from .units import (
     ConfigError,
     format_duration_ms,
@@ -82,7 +83,10 @@ _BOUNDS: dict[str, _Bounds] = {
     "mcp.max-body": (64 * 1024, 1024**3),
     "http.header-timeout": (100, 3_600_000),
     "http.max-pending-connections": (1, 65536),
+    "mcp.port": (1, 65535),
 }
+# String keys that take one of a few words.
+_CHOICES: dict[str, tuple[str, ...]] = {"mcp.token": ("per-start", "persistent")}
 
 # fmt: off
 _LIMIT_KEYS = (  # name, kind, Limits field, description
@@ -116,6 +120,8 @@ _OTHER_KEYS = (  # name, kind, default, description
     ("tunnel.command", "string", None, "tunnel client command line, started and stopped with Local"),
     ("mcp.read-only-hint", "bool", True, "mark read-only tools with readOnlyHint (docs/tools.md#annotations)"),
     ("mcp.max-body", "size", 64 * 1024**2, "largest MCP request body over HTTP (413 beyond)"),
+    ("mcp.port", "int", None, "the MCP port; unset: the last one when free (docs/modes.md#a-stable-address)"),
+    ("mcp.token", "string", "per-start", "per-start: a new MCP token at each start; persistent: kept until rotated"),
     ("http.header-timeout", "duration", 5000, "an HTTP connection must send its request headers within"),
     ("http.max-pending-connections", "int", 256, "HTTP connections still sending headers; the oldest is closed"),
     ("context.global-instructions", "switch", True, "include global instructions"),
@@ -181,7 +187,8 @@ def _lookup(name: str) -> ConfigKey:
     leaf = name.rpartition(".")[2]
     by_leaf = [k for k in KEYS if difflib.SequenceMatcher(None, leaf, k.rpartition(".")[2]).ratio() >= 0.8]
     close = list(dict.fromkeys([*difflib.get_close_matches(name, KEYS, n=3, cutoff=0.6), *by_leaf]))[:4]
-    hint = f"did you mean {', '.join(close)}?" if close else "`zodex local config get` lists every key"
+    listing = zodex_command("local", "config", "get")
+    hint = f"did you mean {', '.join(close)}?" if close else f"`{listing}` lists every key"
     raise ConfigError(f"unknown key {name!r}; {hint}")
 
 
@@ -214,10 +221,13 @@ def _parse(key: ConfigKey, text: str) -> object:
         if key.kind == "string":
             if not text.strip():
                 raise ConfigError(
-                    f"empty value; `zodex local config unset {key.name}` goes back to the default"
+                    f"empty value; `{zodex_command('local', 'config', 'unset', key.name)}` goes back to the default"
                 )
             if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
                 raise ConfigError("must be a single line without control characters")
+            choices = _CHOICES.get(key.name)
+            if choices is not None and text not in choices:
+                raise ConfigError(f"expected {' or '.join(choices)}, got {text!r}")
             return text
         parse = {"duration": parse_duration_ms, "size": parse_size_bytes, "int": parse_int}[key.kind]
         number = parse(text)
@@ -319,6 +329,11 @@ class LocalConfig:
 
     def integer(self, key: str) -> int:
         return _as_int(self._of_kind(key, "int"))
+
+    def optional_integer(self, key: str) -> int | None:
+        """An int key that may be unset with no default (``mcp.port``)."""
+        value = self._of_kind(key, "int")
+        return None if value is None else _as_int(value)
 
     def flag(self, key: str) -> bool:
         return bool(self._of_kind(key, "bool", "switch"))

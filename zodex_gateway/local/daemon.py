@@ -1,9 +1,10 @@
 """The Local runtime process: what ``zodex local start`` leaves running in the background.
 
-It owns a runtime, serves MCP over HTTP on a random loopback port with a fresh token,
-publishes ``discovery.json``, runs the configured tunnel, stops itself when its TTL runs
-out, and on stop (SIGTERM from ``zodex local stop``, or the TTL) kills every command and
-worker, ends the tunnel and removes what it published.
+It owns a runtime, serves MCP over HTTP on a loopback port with a token (kept across
+starts as docs/modes.md#a-stable-address says), publishes ``discovery.json``, runs the
+configured tunnel, stops itself when its TTL runs out, and on stop (SIGTERM from
+``zodex local stop``, or the TTL) kills every command and worker, ends the tunnel and
+removes what it published.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import time
 from zodex_gateway.agents.session_ids import BadSessionKey, load_or_create_session_ids
 from zodex_gateway.config.settings import LocalConfig, config_path
 from zodex_gateway.fleet.runtime import Runtime, default_shell
-from zodex_gateway.local.bearer import ensure_bearer, write_secret
+from zodex_gateway.local.address import PortUnavailable, listen_mcp, mcp_token
+from zodex_gateway.local.bearer import ensure_bearer
 from zodex_gateway.local.discovery import RUNTIME_ENV, Discovery, OwnedProcess, iso, write_owned
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.tunnel import start_tunnel, stop_tunnel
@@ -79,10 +81,14 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
     )
     os.environ[RUNTIME_ENV] = runtime.runtime_id
     try:
-        token = write_secret(paths.token)  # a new MCP token at every start
+        token = mcp_token(paths, config.text("mcp.token"))
         ensure_bearer(paths.observer_bearer)
-        sock = listen("127.0.0.1", 0)
+        sock = listen_mcp(paths, config.optional_integer("mcp.port"), listen)
         observer_sock = listen("127.0.0.1", 0)
+    except PortUnavailable as exc:
+        runtime.release()
+        log.error("%s", exc)  # the last line of the log: `start` shows it
+        return 1
     except BaseException:
         runtime.release()  # nothing half-started: the caller reports the failure
         raise

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zodex_gateway.config.operator_command import zodex_command
+from zodex_gateway.config.settings import ConfigError, LocalConfig, config_path
+from zodex_gateway.local.address import PortUnavailable, check_pinned_port
 from zodex_gateway.local.crash import crash_of
 from zodex_gateway.local.discovery import RUNTIME_ENV, Discovery, read_owned
 from zodex_gateway.local.paths import LocalPaths
@@ -61,6 +64,7 @@ def start(paths: LocalPaths, start_directory: str, ttl_seconds: float | None) ->
         raise LocalError(f"start directory must be an existing absolute directory: {start_directory}")
     paths.create()  # after active(): every directory was verified before anything is made
     clean_up_after_crash(paths)
+    _check_pinned_port()
     ready_r, ready_w = os.pipe()
     argv = [
         sys.executable, "-m", "zodex_gateway.local.daemon",
@@ -96,6 +100,21 @@ def start(paths: LocalPaths, start_directory: str, ttl_seconds: float | None) ->
     # The runtime lives on its own: mark the Popen as settled so it never tries to reap it.
     daemon.returncode = 0
     return StartResult(discovery, already_running=False)
+
+
+def _check_pinned_port() -> None:
+    """A busy ``mcp.port`` is refused here, with nothing started (the runtime refuses it
+    too, should it be taken meanwhile). A configuration that does not load is the
+    runtime's to report, as every other start failure."""
+    try:
+        pinned = LocalConfig.load(config_path()).optional_integer("mcp.port")
+    except ConfigError:
+        return
+    if pinned is not None:
+        try:
+            check_pinned_port(pinned)
+        except PortUnavailable as exc:
+            raise LocalError(str(exc)) from exc
 
 
 def _read_ready(fd: int) -> str:
@@ -157,7 +176,8 @@ def _abandon(daemon: subprocess.Popen[bytes], paths: LocalPaths) -> None:
 def _log_hint(paths: LocalPaths) -> str:
     tail = tail_lines(paths.log_file, 5)
     last = next((line for line in reversed(tail) if line.strip()), "")
-    return f": {last.strip()} (see `zodex local logs`)" if last else " (see `zodex local logs`)"
+    see = f"(see `{zodex_command('local', 'logs')}`)"
+    return f": {last.strip()} {see}" if last else f" {see}"
 
 
 def stop(paths: LocalPaths) -> bool:

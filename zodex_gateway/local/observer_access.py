@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from zodex_gateway.config.operator_command import zodex_command
 from zodex_gateway.local.lifecycle import LocalError, active
 from zodex_gateway.local.paths import LocalPaths
 
@@ -29,7 +30,7 @@ def observer_access(paths: LocalPaths) -> ObserverAccess:
     """The running runtime's observer, or :class:`LocalError` saying why there is none."""
     discovery = active(paths)
     if discovery is None:
-        raise LocalError("Zodex Local is not running; start it with `zodex local start`")
+        raise LocalError(f"Zodex Local is not running; start it with `{zodex_command('local', 'start')}`")
     info = discovery.observability
     base_url = info.get("base_url")
     token_path = info.get("bearer_token_path")

@@ -35,6 +35,12 @@ class LocalPaths:
         return self.runtime / "mcp-token"
 
     @property
+    def last_port(self) -> Path:
+        """The MCP port the last runtime listened on, tried first at the next start
+        (discovery.json is gone by then)."""
+        return self.runtime / "mcp-port"
+
+    @property
     def observer_bearer(self) -> Path:
         """The observer API's bearer secret; kept across restarts, replaced on rotation."""
         return self.runtime / "observer-bearer"

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.gateway.viewers.watch.live_support import call, watching
-from tests.support.local import connected, local_env, observer_bearer
+from tests.support.local import ZODEX, connected, local_env, observer_bearer
 from tests.support.sse import SseStream
 
 pytestmark = pytest.mark.timeout(60)
@@ -22,7 +22,9 @@ def test_watch_needs_a_running_local() -> None:
         done = local.run("local", "watch", "--no-open", check=False)
         assert done.returncode == 1
         assert done.stdout == ""
-        assert done.stderr.strip() == "error: Zodex Local is not running; start it with `zodex local start`"
+        assert (
+            done.stderr.strip() == f"error: Zodex Local is not running; start it with `{ZODEX} local start`"
+        )
 
 
 def test_agent_and_all_go_with_tui_only() -> None:

@@ -1,0 +1,135 @@
+"""A stable address (docs/modes.md#a-stable-address): the port a restarted runtime takes,
+`mcp.port`, and `mcp.token = persistent` with `zodex local setup --rotate-token`."""
+
+from __future__ import annotations
+
+import socket
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.support.local import ZODEX, LocalEnv, local_env
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def port_of(local: LocalEnv) -> int:
+    url: str = local.discovery()["mcp"]["url"]
+    port = urlsplit(url).port
+    assert port is not None
+    return port
+
+
+def token_of(local: LocalEnv) -> str:
+    return Path(local.discovery()["mcp"]["token_path"]).read_text().strip()
+
+
+@contextmanager
+def listening() -> Iterator[int]:
+    """A loopback port someone else listens on, for as long as the block runs."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        yield int(sock.getsockname()[1])
+    finally:
+        sock.close()
+
+
+def free_port() -> int:
+    with listening() as port:
+        return port
+
+
+def test_a_restart_reuses_the_port_and_makes_a_new_token(tmp_path: Path) -> None:
+    with local_env() as local:
+        local.run("local", "start", str(tmp_path))
+        port, token = port_of(local), token_of(local)
+        local.run("local", "stop")
+        local.run("local", "start", str(tmp_path))
+        assert port_of(local) == port
+        assert token_of(local) != token, "mcp.token is per-start by default"
+
+
+def test_a_remembered_port_taken_meanwhile_gives_way_to_a_free_one(tmp_path: Path) -> None:
+    with local_env() as local:
+        local.run("local", "start", str(tmp_path))
+        port = port_of(local)
+        local.run("local", "stop")
+        with listening_on(port):
+            local.run("local", "start", str(tmp_path))
+            assert port_of(local) != port
+        local.run("local", "stop")
+        local.run("local", "start", str(tmp_path))
+        assert port_of(local) != port, "the port taken instead is the one remembered now"
+
+
+@contextmanager
+def listening_on(port: int) -> Iterator[None]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen(1)
+        yield
+    finally:
+        sock.close()
+
+
+def test_a_pinned_port_is_taken_and_a_busy_one_refused(tmp_path: Path) -> None:
+    with local_env() as local:
+        pinned = free_port()
+        local.run("local", "config", "set", "mcp.port", str(pinned))
+        assert local.run("local", "config", "get", "mcp.port").stdout == f"{pinned}\n"
+        local.run("local", "start", str(tmp_path))
+        assert port_of(local) == pinned
+        local.run("local", "stop")
+        with listening() as busy:
+            local.run("local", "config", "set", "mcp.port", str(busy))
+            refused = local.run("local", "start", str(tmp_path), check=False)
+        assert refused.returncode == 1 and refused.stdout == ""
+        assert refused.stderr == (
+            f"error: mcp.port {busy} is not free (Address already in use); free it, or run "
+            f"`{ZODEX} local config unset mcp.port` to use any free port\n"
+        )
+        assert not local.discovery_file.exists() and local.status()["running"] is False
+
+
+@pytest.mark.parametrize("value", ["0", "65536", "http", "1.5"])
+def test_a_bad_port_is_refused(value: str) -> None:
+    with local_env() as local:
+        refused = local.run("local", "config", "set", "mcp.port", value, check=False)
+        assert refused.returncode == 2 and refused.stderr.startswith("error: mcp.port: "), refused.stderr
+        assert local.run("local", "config", "get", "mcp.port").stdout == "\n", "unset still"
+
+
+def test_a_persistent_token_survives_restarts_until_rotated(tmp_path: Path) -> None:
+    with local_env() as local:
+        bad = local.run("local", "config", "set", "mcp.token", "forever", check=False)
+        assert bad.returncode == 2
+        assert bad.stderr == "error: mcp.token: expected per-start or persistent, got 'forever'\n"
+        assert local.run("local", "config", "get", "mcp.token").stdout == "per-start\n"
+        local.run("local", "config", "set", "mcp.token", "persistent")
+        local.run("local", "start", str(tmp_path))
+        token = token_of(local)
+        token_file = Path(local.discovery()["mcp"]["token_path"])
+        refused = local.run("local", "setup", "--rotate-token", check=False)
+        assert refused.returncode == 2 and "before replacing its MCP token" in refused.stderr
+        assert f"stop it with `{ZODEX} local stop`" in refused.stderr
+        assert token_of(local) == token, "a refusal changes nothing"
+        local.run("local", "stop")
+        local.run("local", "start", str(tmp_path))
+        assert token_of(local) == token
+        local.run("local", "stop")
+
+        rotated = local.run("local", "setup", "--rotate-token")
+        assert f"MCP token replaced: {token_file}" in rotated.stdout
+        new = token_file.read_text().strip()
+        assert new != token and len(new) == 64
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        local.run("local", "start", str(tmp_path))
+        assert token_of(local) == new
