@@ -3,8 +3,8 @@
 # and Zodex. Safe to run again.
 #
 #   scripts/setup.sh          what running Zodex needs
-#   scripts/setup.sh --test   that, plus the test extras, Debian's Chromium (browser tests) and
-#                             Node.js with npm (Liveboard's linter)
+#   scripts/setup.sh --test   that, plus the test extras, Debian's Chromium (browser tests),
+#                             Node.js with npm (Liveboard's linter) and systemd-analyze (Sprite's unit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +23,9 @@ if $for_tests; then
     # Browser tests drive Debian's headless Chromium (Playwright never downloads a browser here).
     [ -x /usr/bin/chromium ] || need_apt+=(chromium)
     command -v npm >/dev/null || need_apt+=(nodejs npm)
+    # Sprite's tests check the generated unit with systemd-analyze verify; runuser switches accounts.
+    command -v systemd-analyze >/dev/null || need_apt+=(systemd)
+    command -v runuser >/dev/null || need_apt+=(util-linux)
 fi
 if ((${#need_apt[@]})) && command -v apt-get >/dev/null; then
     SUDO=""

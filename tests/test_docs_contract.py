@@ -144,3 +144,37 @@ def test_documented_defaults_match_the_code() -> None:
         shown = row.group(1).strip().strip("`")
         expected = "—" if key.default is None else format_value(name, key.default)
         assert shown == expected, f"{name}: docs say {shown}, code says {expected}"
+
+
+def documented_sprite_keys() -> dict[str, str]:
+    """``sprite.*`` keys in docs/sprite.md#config with the default shown."""
+    text = (DOCS / "sprite.md").read_text()
+    section = text.split("\n## Config\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(sprite\.[a-z][a-z-]*)` \| ([^|]+) \|", section, re.MULTILINE)
+    return {name: shown.strip().strip("`") for name, shown in rows}
+
+
+def test_sprite_keys_in_docs_are_the_codes_with_their_defaults() -> None:
+    from zodex_gateway.sprite.settings import SPRITE_KEYS
+
+    documented = documented_sprite_keys()
+    assert documented, "docs/sprite.md#config lists no key"
+    assert set(documented) - set(SPRITE_KEYS) == set(), "documented but not in the code"
+    assert set(SPRITE_KEYS) - set(documented) == set(), "in the code but not in docs/sprite.md#config"
+    for name, key in SPRITE_KEYS.items():
+        expected = "—" if key.default is None else str(key.default)
+        assert documented[name] == expected, f"{name}: docs say {documented[name]}, code says {expected}"
+
+
+def test_sprite_keys_named_anywhere_in_docs_exist() -> None:
+    from zodex_gateway.sprite.settings import SPRITE_KEYS
+
+    files = {"log", "json", "toml", "service", "md"}  # `sprite.log` is a file, not a key
+    named = {
+        token
+        for page in DOCS.glob("*.md")
+        for token in re.findall(r"`(sprite\.[a-z][a-z-]*)`", page.read_text())
+        if token.split(".")[1] not in files
+    }
+    assert named, "no sprite.* key named in docs"
+    assert named - set(SPRITE_KEYS) == set()

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from .accounts import AccountError
+from .settings import WORKER_PYTHON
 
 # The third-party distributions zodex_worker imports (zmq, msgpack; platformdirs through
 # zodex_system.xdg). A missing one is caught by the import check below.
@@ -38,7 +39,7 @@ class InstallError(AccountError):
 
 
 def worker_python(install_dir: Path) -> Path:
-    return install_dir / "bin" / "python3"
+    return install_dir / WORKER_PYTHON
 
 
 def run_as(user: str, argv: list[str]) -> subprocess.CompletedProcess[str]:

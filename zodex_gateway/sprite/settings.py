@@ -50,6 +50,8 @@ __all__ = [
 CONFIG_ENV: Final = "ZODEX_SPRITE_CONFIG"
 DEFAULT_CONFIG_PATH: Final = Path("/etc/zodex/config.toml")
 TABLE: Final = "sprite"
+# The worker installation's Python, relative to sprite.install-dir.
+WORKER_PYTHON: Final = Path("bin/python3")
 
 
 @dataclass(frozen=True)
@@ -212,6 +214,12 @@ class SpriteSettings:
     @property
     def status_file(self) -> Path:
         return self.state_dir / "status.json"
+
+    @property
+    def worker_python(self) -> Path:
+        """The Python of the worker installation ``setup`` makes (docs/sprite.md#files-and-modes):
+        workers run as ``[worker_python, "-m", "zodex_worker.main", …]``."""
+        return self.install_dir / WORKER_PYTHON
 
     @property
     def tls(self) -> bool:
