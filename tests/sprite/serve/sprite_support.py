@@ -114,7 +114,8 @@ class Sprite:
             output = self.process.stdout.read() if self.process.stdout else ""
             raise AssertionError(f"zodex sprite serve exited ({self.process.returncode}): {output}")
         try:
-            return self.client().get("/health").status_code == 200
+            with self.client() as http:
+                return http.get("/health").status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -131,7 +132,7 @@ class Sprite:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.process.stdout is not None:
+        if self.process.stdout is not None and not self.process.stdout.closed:
             self.extra["output"] = self.process.stdout.read()
             self.process.stdout.close()
         return self.process.returncode
@@ -144,7 +145,7 @@ class Sprite:
             streamable_http_client(url, http_client=http) as (read, write),
             ClientSession(read, write) as session,
         ):
-            await session.initialize()
+            self.extra["initialize"] = await session.initialize()
             yield session
 
 
@@ -194,7 +195,7 @@ def sprite_setup(*, start: bool = True, tls: bool = False) -> Iterator[Sprite]:
 
 
 def tool_json(result: Any) -> dict[str, Any]:
-    assert not result.isError, result.content[0].text
+    assert not result.is_error, result.content[0].text
     data: dict[str, Any] = json.loads(result.content[0].text)
     return data
 

@@ -1,0 +1,224 @@
+"""A real ``zodex sprite serve`` as root, called with the mcp SDK: the front door, the
+three tools, commands as the agent account, and what the agent cannot reach."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sprite.serve.sprite_support import MARKER, MARKER_VALUE, Sprite, sprite_setup, tool_json
+from tests.support.accounts import require_root
+from tests.support.waiting import wait_for_value
+
+
+@pytest.fixture(scope="module")
+def sprite() -> Iterator[Sprite]:
+    require_root()
+    with sprite_setup() as running:
+        yield running
+
+
+def test_health_is_open_and_nothing_else_is_served(sprite: Sprite) -> None:
+    with sprite.client() as http:
+        health = http.get("/health")
+        assert health.status_code == 200
+        body = health.json()
+        assert body["status"] == "ok" and body["component"] == "zodex-sprite" and body["version"]
+        for path in ("/", "/v1/events", "/mcpx", "/health/x", "/observer"):
+            answer = http.get(path, params={"key": sprite.key})
+            assert answer.status_code == 404, path
+            assert answer.content == b""
+
+
+def test_anything_but_the_key_in_its_place_is_401_with_an_empty_body(sprite: Sprite) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream"}
+    wrong = sprite.key[:-1] + ("A" if sprite.key[-1] != "A" else "B")
+    with sprite.client() as http:
+        attempts = [
+            http.post("/mcp", json=initialize, headers=headers),
+            http.post("/mcp", json=initialize, headers=headers, params={"key": wrong}),
+            http.post("/mcp/", json=initialize, headers={**headers, "Authorization": f"Bearer {wrong}"}),
+            http.post("/mcp", json=initialize, headers={**headers, "X-Key": sprite.key}),
+            http.post("/mcp", json=initialize, headers={**headers, "Authorization": f"Basic {sprite.key}"}),
+            http.post("/mcp", data={"key": sprite.key}, headers=headers),
+            http.post("/mcp", json=initialize, headers={**headers, "Cookie": f"key={sprite.key}"}),
+            # Two different keys: refused even though one is right.
+            http.post(
+                "/mcp",
+                json=initialize,
+                headers={**headers, "Authorization": f"Bearer {wrong}"},
+                params={"key": sprite.key},
+            ),
+        ]
+        for answer in attempts:
+            assert (answer.status_code, answer.content) == (401, b"")
+        bearer = http.post(
+            "/mcp", json=initialize, headers={**headers, "Authorization": f"Bearer {sprite.key}"}
+        )
+        assert bearer.status_code == 200
+        assert [t["name"] for t in bearer.json()["result"]["tools"]] == [
+            "exec_command",
+            "write_stdin",
+            "apply_patch",
+        ]
+
+
+async def test_three_tools_and_instructions_naming_the_workspace(sprite: Sprite) -> None:
+    async with sprite.mcp() as mcp:
+        tools = await mcp.list_tools()
+        assert sorted(t.name for t in tools.tools) == ["apply_patch", "exec_command", "write_stdin"]
+        instructions = sprite.extra["initialize"].instructions
+        assert "remote execution tools in a Linux workspace" in instructions
+        assert f"Default workdir: {sprite.workspace}" in instructions
+        assert "set_agent_alias" not in instructions
+
+
+async def test_commands_run_as_the_agent_in_a_clean_login_environment(sprite: Sprite) -> None:
+    profile = sprite.agent.home / ".bash_profile"
+    profile.write_text("export ZODEX_PROFILE_WAS_READ=yes\n")
+    os.chown(profile, sprite.agent.uid, sprite.agent.gid)
+    async with sprite.mcp() as mcp:
+        result = tool_json(
+            await mcp.call_tool(
+                "exec_command",
+                {"cmd": "id -un; echo uid=$(id -u); env", "workdir": str(sprite.workspace)},
+            )
+        )
+    lines = result["output"].splitlines()
+    assert lines[0] == sprite.agent.name
+    assert lines[1] == f"uid={sprite.agent.uid}"
+    env = dict(line.split("=", 1) for line in lines[2:] if "=" in line)
+    assert env["HOME"] == str(sprite.agent.home)
+    assert env["USER"] == env["LOGNAME"] == sprite.agent.name
+    assert env["SHELL"] == "/bin/bash"
+    assert env["LANG"] == "C.UTF-8"
+    assert env["PAGER"] == "cat" and env["TERM"] == "xterm-256color"
+    assert env["ZODEX_PROFILE_WAS_READ"] == "yes"
+    assert MARKER not in env
+    assert MARKER_VALUE not in result["output"]
+
+
+async def test_the_agent_cannot_read_the_key_anywhere(sprite: Sprite) -> None:
+    assert sprite.process is not None
+    pid = sprite.process.pid
+    probes = [
+        f"cat {sprite.key_file}",
+        f"cat {sprite.config}",
+        f"ls -la {sprite.state_dir}",
+        f"cat {sprite.state_dir}/logs/sprite.log",
+        f"cat /proc/{pid}/environ",
+        f"tr '\\0' ' ' < /proc/{pid}/cmdline",
+        f"grep -r -s . {sprite.state_dir} {sprite.base}/etc",
+        f"cat {sprite.runtime_dir}/runtime/owner.json",
+        "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -i key",
+    ]
+    async with sprite.mcp() as mcp:
+        for probe in probes:
+            result = tool_json(await mcp.call_tool("exec_command", {"cmd": probe, "workdir": "/"}))
+            assert sprite.key not in result["output"], probe
+        denied = tool_json(
+            await mcp.call_tool("exec_command", {"cmd": f"cat {sprite.key_file}", "workdir": "/"})
+        )
+        assert denied["exit_code"] != 0 and "Permission denied" in denied["output"]
+        environ = tool_json(
+            await mcp.call_tool("exec_command", {"cmd": f"cat /proc/{pid}/environ", "workdir": "/"})
+        )
+        assert environ["exit_code"] != 0 and MARKER_VALUE not in environ["output"]
+
+
+async def test_patched_and_spill_files_belong_to_the_agent(sprite: Sprite) -> None:
+    patch = "*** Begin Patch\n*** Add File: made.txt\n+made by the model\n*** End Patch\n"
+    async with sprite.mcp() as mcp:
+        patched = await mcp.call_tool("apply_patch", {"patch": patch, "workdir": str(sprite.workspace)})
+        assert not patched.is_error, patched.content[0].text
+        made = (sprite.workspace / "made.txt").stat()
+        assert (made.st_uid, made.st_gid) == (sprite.agent.uid, sprite.agent.gid)
+        big = tool_json(
+            await mcp.call_tool(
+                "exec_command",
+                {"cmd": "seq 1 20000", "workdir": str(sprite.workspace)},
+            )
+        )
+        spill = Path(big["output_file"])
+        assert spill.is_relative_to(sprite.agent.home)
+        assert spill.stat().st_uid == sprite.agent.uid
+        read = tool_json(
+            await mcp.call_tool(
+                "exec_command", {"cmd": f"tail -n 1 {spill}", "workdir": str(sprite.workspace)}
+            )
+        )
+        assert read["output"].strip() == "20000"
+
+
+async def test_ctrl_c_kill_and_timeout(sprite: Sprite) -> None:
+    workdir = str(sprite.workspace)
+    async with sprite.mcp() as mcp:
+        for stop in ({"chars": "\u0003"}, {"kill_process": True}):
+            started = tool_json(
+                await mcp.call_tool(
+                    "exec_command", {"cmd": "sleep 300", "workdir": workdir, "yield_time_ms": 200}
+                )
+            )
+            handle = started["session_handle"]
+            ended = tool_json(
+                await mcp.call_tool("write_stdin", {"session_handle": handle, "yield_time_ms": 5000, **stop})
+            )
+            assert ended["status"] == "exited", (stop, ended)
+        timed = tool_json(
+            await mcp.call_tool("exec_command", {"cmd": "sleep 300", "workdir": workdir, "timeout_ms": 1000})
+        )
+        assert timed["termination_reason"] == "timeout", timed
+
+
+async def test_a_killed_worker_loses_only_its_sessions(sprite: Sprite) -> None:
+    other = sprite.workspace / "other"
+    other.mkdir(exist_ok=True)
+    os.chown(other, sprite.agent.uid, sprite.agent.gid)
+    async with sprite.mcp() as mcp:
+        first = tool_json(
+            await mcp.call_tool(
+                "exec_command", {"cmd": "sleep 300", "workdir": str(sprite.workspace), "yield_time_ms": 200}
+            )
+        )
+        second = tool_json(
+            await mcp.call_tool("exec_command", {"cmd": "cat", "workdir": str(other), "yield_time_ms": 200})
+        )
+        registry = sprite.runtime_dir / "runtime" / "w"
+        records = [json.loads(p.read_text()) for p in registry.glob("*.json")]
+        victim = next(r for r in records if r["workdir"] == str(sprite.workspace))
+        os.kill(victim["pid"], signal.SIGKILL)
+        lost = await mcp.call_tool(
+            "write_stdin", {"session_handle": first["session_handle"], "yield_time_ms": 100}
+        )
+        assert lost.is_error and "was lost" in lost.content[0].text
+        alive = tool_json(
+            await mcp.call_tool(
+                "write_stdin",
+                {"session_handle": second["session_handle"], "chars": "still here\n", "yield_time_ms": 500},
+            )
+        )
+        assert alive["status"] == "running" and "still here" in alive["output"]
+        await mcp.call_tool("write_stdin", {"session_handle": second["session_handle"], "kill_process": True})
+
+
+def test_the_log_and_status_file(sprite: Sprite) -> None:
+    assert sprite.process is not None
+    status = wait_for_value(
+        lambda: (
+            json.loads(sprite.state_dir.joinpath("status.json").read_text())
+            if sprite.state_dir.joinpath("status.json").exists()
+            else None
+        )
+    )
+    assert status["pid"] == sprite.process.pid
+    assert status["port"] == sprite.port
+    assert status["agent_user"] == sprite.agent.name
+    assert status["version"] and status["started_at"] and status["public_url"]
+    log = sprite.log_file.read_text()
+    assert "serving" in log and sprite.key not in log
