@@ -85,9 +85,12 @@ async def test_one_bridge_survives_start_stop_and_start(tmp_path: Path) -> None:
             running = await mcp.exec("sleep 30", str(tmp_path), yield_time_ms=50)
             killed = await mcp.write(running["session_handle"], kill_process=True)
             assert killed["status"] == "exited"
+            # The runtime's session id, kept by the bridge: its agent is the same one.
+            named = await mcp.call("set_agent_alias", alias="bridge across restarts")
+            assert not named.is_error, named.content[0].text
+            agent_id = named.structured_content["agent_id"]
         agents = history_agents(local)
-        assert len(agents) == 4, agents
-        assert len(set(agents)) == 1, f"one bridge is one conversation across restarts: {agents}"
+        assert agents == [agent_id] * 4, f"one bridge is one conversation across restarts: {agents}"
 
 
 async def test_meta_and_errors_pass_through(tmp_path: Path) -> None:
@@ -106,3 +109,20 @@ async def test_meta_and_errors_pass_through(tmp_path: Path) -> None:
                 assert result.structured_content["output"] == "meta\n"
         agents = history_agents(local)[-3:]
         assert None not in agents and agents[0] == agents[2] != agents[1], agents
+
+
+async def test_a_session_id_the_runtime_no_longer_accepts_gets_a_new_handshake(tmp_path: Path) -> None:
+    with local_env() as local:
+        local.run("local", "start", str(tmp_path))
+        key = local.root / "state" / "zodex" / "local" / "runtime" / "mcp-session-key"
+        async with bridge(local) as mcp, bridge(local) as other:
+            await mcp.exec("echo before", str(tmp_path))
+            await other.exec("echo other", str(tmp_path))
+            local.run("local", "stop")
+            key.unlink()  # a new key at the next start: ids signed before are refused (404)
+            local.run("local", "start", str(tmp_path))
+            after = await mcp.exec("echo after", str(tmp_path))
+            assert after["output"] == "after\n"
+        agents = history_agents(local)
+        # Two bridges are two conversations; the refused id was replaced by a new session.
+        assert None not in agents and len(set(agents)) == 3, agents
