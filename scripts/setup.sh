@@ -50,3 +50,5 @@ else
     .venv/bin/python -m pip install -q -e .
 fi
 echo "zodex is installed in .venv: $(.venv/bin/zodex-gateway --version)"
+# A path that runs as printed: zodex is not on PATH (docs/modes.md#printed-commands).
+printf 'Start Zodex Local: %q local start\n' "$PWD/.venv/bin/zodex"
