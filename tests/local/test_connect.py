@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from tests.support.gateway import Mcp
 from tests.support.local import ZODEX, LocalEnv, local_env
@@ -126,3 +127,21 @@ async def test_a_session_id_the_runtime_no_longer_accepts_gets_a_new_handshake(t
         agents = history_agents(local)
         # Two bridges are two conversations; the refused id was replaced by a new session.
         assert None not in agents and len(set(agents)) == 3, agents
+
+
+async def test_a_state_directory_others_can_write_refuses_each_call(tmp_path: Path) -> None:
+    with local_env() as local:
+        local.run("local", "start", str(tmp_path))
+        state = local.root / "state"
+        async with bridge(local) as mcp:
+            await mcp.exec("true", str(tmp_path))
+            state.chmod(0o777)
+            try:
+                with pytest.raises(MCPError) as refused:
+                    await mcp.call("exec_command", cmd="true", workdir=str(tmp_path))
+            finally:
+                state.chmod(0o700)
+            assert refused.value.code == -32603
+            assert refused.value.message.startswith(f"{state} (owner ")
+            assert "is writable by group or others (mode 0777)" in refused.value.message
+            await mcp.exec("true", str(tmp_path))  # and works again once it is the user's
