@@ -140,7 +140,7 @@ def setup(config_path: Path | None, agent_home: Path | None, **flags: str | None
 def serve(config_path: Path | None) -> None:
     """Run the service in the foreground (what the systemd unit runs)."""
     settings = _settings(config_path)
-    from . import service  # type: ignore[attr-defined,unused-ignore]  # written with the service
+    from . import service  # loads the server: only for serve
 
     sys.exit(service.main(settings))
 

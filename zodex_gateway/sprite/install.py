@@ -158,3 +158,24 @@ def check_worker(install_dir: Path, agent_user: str) -> None:
             f"{lines[-1] if lines else f'exit {done.returncode}'}); make every directory above "
             f"{install_dir} searchable by others (chmod o+x) and run zodex sprite setup again"
         )
+
+
+SERVICE_CHECK = "import zodex_gateway.sprite.service"
+
+
+def service_problem(service_user: str) -> str | None:
+    """Why the service account cannot run this installation of Zodex, or None.
+
+    ``zodex sprite serve`` starts as root and then runs as the service account, which must
+    still be able to read its own Python and packages (a pyenv build or a venv under a
+    ``0700`` home is out of its reach)."""
+    done = run_as(service_user, [sys.executable, "-I", "-c", SERVICE_CHECK])
+    if done.returncode == 0:
+        return None
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return (
+        f"the service account {service_user} cannot run {sys.executable} "
+        f"({lines[-1] if lines else f'exit {done.returncode}'}), so zodex sprite serve would fail once it "
+        "drops root: install Zodex where every account can read it (e.g. python3 -m venv /opt/zodex-service, "
+        "then /opt/zodex-service/bin/pip install zodex) and run that zodex's sprite setup"
+    )

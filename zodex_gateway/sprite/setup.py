@@ -191,6 +191,9 @@ def setup(request: SetupRequest, say: Callable[[str], None]) -> SetupResult:
 
     python = install.install_worker(settings.install_dir, settings.agent_user)
     say(f"worker installed in {settings.install_dir} (runs as {settings.agent_user} with {python})")
+    problem = install.service_problem(settings.service_user)
+    if problem is not None:
+        notes.append(f"warning: {problem}")
 
     # Beside the config, root's: the service account owns the state directory and must not
     # be able to change what root will run.
