@@ -5,9 +5,13 @@ network-facing service and the small root helper that starts and kills workers a
 account (docs/sprite.md#privilege-separation). Hardening is limited to what that split and
 the agent's commands still allow:
 
-- no ``NoNewPrivileges``, ``PrivateDevices``, ``ProtectHome`` or ``PrivateTmp``: they would
-  apply to every command the agent runs too (its home is under ``/home``, it needs PTYs,
-  and a private ``/tmp`` would differ from the one an operator sees);
+- ``NoNewPrivileges=yes``: the service and the helper only ever give privilege up
+  (``setresuid`` as root), never gain it through exec, so this costs them nothing; it does
+  keep every command of the agent from gaining privilege through a setuid or file-capability
+  program (``su``, ``sudo``, ``newuidmap``, …);
+- no ``PrivateDevices``, ``ProtectHome`` or ``PrivateTmp``: they would apply to every
+  command the agent runs too (its home is under ``/home``, it needs PTYs, and a private
+  ``/tmp`` would differ from the one an operator sees);
 - ``Delegate=yes`` so the service may give each command its own cgroup (``session.cgroups``);
 - ``KillMode=control-group``: stopping the unit kills every process in it, so nothing the
   model started outlives the service.
@@ -81,6 +85,7 @@ RestartSec=2s
 KillMode=control-group
 TimeoutStopSec=30s
 Delegate=yes
+NoNewPrivileges=yes
 ProtectSystem=full
 ProtectKernelModules=yes
 ProtectKernelLogs=yes
