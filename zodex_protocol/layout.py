@@ -16,7 +16,7 @@
     w/<worker id>-<inc>.req  ipc endpoint of the worker's ROUTER
     w/<worker id>-<inc>.pub  ipc endpoint of the worker's PUB
     w/<worker id>-<inc>.exit tombstones left by an incarnation that exited cleanly
-                             (``zodex_protocol.tombstones``, 0600)
+                             (``zodex_protocol.tombstones``, 0600; 0640 in Sprite)
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ File format (docs/protocol.md#session-handles): one msgpack map ::
                 "expires_at": <unix time, float>}, ...}
 
 ``expires_at`` is wall-clock time, because the file outlives the worker's monotonic clock.
-The worker writes the bytes of :func:`encode` as a private file (``0600``, atomically).
+The worker writes the bytes of :func:`encode` as a private file (``0600``, atomically); in
+Sprite ``0640``, for the service reads it through the agent's group, and reads it as
+untrusted (no link followed, at most :data:`MAX_EXIT_FILE_BYTES`, every field checked).
 """
 
 from __future__ import annotations

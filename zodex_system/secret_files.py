@@ -1,5 +1,6 @@
 """Files only their owner may read (``0600``): every token, bearer and key Zodex keeps, and
-the tombstones a worker leaves. One writer, so each of them is written the same safe way.
+the tombstones a worker leaves (``0640`` in Sprite, where the service reads them through the
+agent's group). One writer, so each of them is written the same safe way.
 
 A file is written to a fresh temporary file beside it, opened ``O_CREAT|O_EXCL|O_NOFOLLOW``
 with mode ``0600``: it is never a file that was there before, nor a link planted in its
@@ -38,19 +39,28 @@ def write_secret_file(path: Path, data: bytes) -> None:
     _put(path, data, replace=True)
 
 
+def write_group_readable_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` like :func:`write_secret_file`, but readable by the file's
+    group too (``0640``): a Sprite worker's tombstones, which the service (another account)
+    reads through the agent's own group (docs/sprite.md#privilege-separation)."""
+    _put(path, data, replace=True, mode=0o640)
+
+
 def create_secret_file(path: Path, data: bytes) -> None:
     """Write ``data`` to a new file ``path`` (``0600``), atomically; FileExistsError if
     ``path`` exists (even as a dangling link)."""
     _put(path, data, replace=False)
 
 
-def _put(path: Path, data: bytes, *, replace: bool) -> None:
+def _put(path: Path, data: bytes, *, replace: bool, mode: int = 0o600) -> None:
     # A random name: two writers of one file (two threads, a stale temp file of a crashed
     # writer) never share a temporary file.
     temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(temp, _FLAGS, 0o600)
     try:
         with os.fdopen(fd, "wb") as out:
+            if mode != 0o600:
+                os.fchmod(fd, mode)  # exactly this mode, whatever the umask; still empty
             out.write(data)
             out.flush()
             os.fsync(out.fileno())  # the name never points at an empty file after a crash

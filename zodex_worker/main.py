@@ -28,7 +28,7 @@ from zodex_protocol.limits import Limits
 from zodex_protocol.version import PROTOCOL_VERSION
 from zodex_system import proctree
 from zodex_system.cgroups import SessionGroups
-from zodex_system.secret_files import write_secret_file
+from zodex_system.secret_files import write_group_readable_file, write_secret_file
 from zodex_worker.output.spill import remove_stale_spill_files
 from zodex_worker.reaper import Reaper, become_subreaper
 from zodex_worker.server import EventPublisher, WorkerServer
@@ -48,6 +48,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--spill-dir", required=True, type=Path)
     parser.add_argument("--shell", required=True, help="JSON list: argv prefix for commands")
     parser.add_argument("--limits", default="{}", help="JSON object of limit overrides")
+    parser.add_argument(
+        "--group-readable-exits",
+        action="store_true",
+        help="leave the exit file 0640, not 0600: the runtime's owner is another account that "
+        "reads it through this worker's group (Sprite)",
+    )
     return parser.parse_args(argv)
 
 
@@ -123,7 +129,9 @@ async def run(args: argparse.Namespace) -> int:
         await service.shutdown()
     else:
         await asyncio.sleep(0.05)  # let the bye reply leave the socket
-    _leave_tombstones(layout.exit_file(args.worker_id, args.incarnation), service)
+    _leave_tombstones(
+        layout.exit_file(args.worker_id, args.incarnation), service, group_readable=args.group_readable_exits
+    )
     if cgroups is not None:
         cgroups.close()  # nothing of this worker's outlives it
     for task in (serving, asked, stopped):
@@ -147,9 +155,11 @@ def _announce_ready() -> None:
     os.close(devnull)
 
 
-def _leave_tombstones(path: Path, service: WorkerService) -> None:
+def _leave_tombstones(path: Path, service: WorkerService, *, group_readable: bool) -> None:
     """Record the final results of this incarnation's sessions, so their handles keep
-    answering after a clean exit (docs/sessions.md#after-exit: tombstones live an hour)."""
+    answering after a clean exit (docs/sessions.md#after-exit: tombstones live an hour).
+    Private to this account, or readable by its group when the gateway is another account
+    in that group (docs/sprite.md#privilege-separation)."""
     now = time.monotonic()
     wall_offset = time.time() - now
     stones = {
@@ -158,7 +168,8 @@ def _leave_tombstones(path: Path, service: WorkerService) -> None:
         if stone.expires_at > now
     }
     try:
-        write_secret_file(path, tombstones.encode(stones))
+        write = write_group_readable_file if group_readable else write_secret_file
+        write(path, tombstones.encode(stones))
     except OSError:
         logging.getLogger("zodex.worker").warning("could not write %s", path)
 

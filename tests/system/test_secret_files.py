@@ -14,6 +14,7 @@ from zodex_system.secret_files import (
     check_secret_file,
     create_secret_file,
     read_secret_file,
+    write_group_readable_file,
     write_secret_file,
 )
 
@@ -34,6 +35,25 @@ def test_a_secret_file_is_born_private(tmp_path: Path, open_umask: None) -> None
     assert path.read_bytes() == b"s3cret\n"
     assert path.stat().st_mode & 0o777 == 0o600
     assert os.listdir(tmp_path) == ["token"], "no temporary file is left"
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o077])
+def test_a_group_readable_file_is_0640_whatever_the_umask_and_never_through_a_link(
+    tmp_path: Path, umask: int
+) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"theirs")
+    path = tmp_path / "w-1.exit"
+    path.symlink_to(target)
+    old = os.umask(umask)
+    try:
+        write_group_readable_file(path, b"stones")
+    finally:
+        os.umask(old)
+    assert not path.is_symlink() and path.read_bytes() == b"stones"
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert target.read_bytes() == b"theirs"
+    assert sorted(os.listdir(tmp_path)) == ["elsewhere", "w-1.exit"], "no temporary file is left"
 
 
 def test_a_rewrite_replaces_the_file_rather_than_writing_into_it(tmp_path: Path) -> None:

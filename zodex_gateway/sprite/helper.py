@@ -274,6 +274,9 @@ class Helper:
             "--spill-dir", str(config.spill_dir),
             "--shell", json.dumps(config.shell),
             "--limits", json.dumps(limits.to_dict()),
+            # Tombstones readable by the agent's own group, which the service holds: the
+            # agent's results, nothing of the service's (docs/sprite.md#privilege-separation).
+            "--group-readable-exits",
         ]  # fmt: skip
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)

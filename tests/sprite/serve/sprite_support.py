@@ -70,7 +70,9 @@ class Sprite:
         scheme = "https" if self.tls else "http"
         return f"{scheme}://127.0.0.1:{self.port}"
 
-    def write_config(self, **extra: str) -> None:
+    def write_config(self, tables: dict[str, dict[str, str]] | None = None, **extra: str) -> None:
+        """The config file; ``extra`` are more ``sprite.*`` keys, ``tables`` other tables
+        (``{"worker": {"idle-exit": "1s"}}``)."""
         lines = [
             "[sprite]",
             'address = "127.0.0.1"',
@@ -86,6 +88,8 @@ class Sprite:
         if self.tls:
             lines += [f'tls-cert = "{self.tls[0]}"', f'tls-key = "{self.tls[1]}"']
         lines += [f'{k} = "{v}"' for k, v in extra.items()]
+        for table, keys in (tables or {}).items():
+            lines += [f"[{table}]", *(f'{k} = "{v}"' for k, v in keys.items())]
         self.config.write_text("\n".join(lines) + "\n")
         os.chown(self.config, 0, self.service.gid)
         self.config.chmod(0o640)
@@ -157,8 +161,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def sprite_setup(*, start: bool = True, tls: bool = False) -> Iterator[Sprite]:
-    """Accounts, directories, config and key; the service started unless ``start=False``."""
+def sprite_setup(
+    *, start: bool = True, tls: bool = False, tables: dict[str, dict[str, str]] | None = None
+) -> Iterator[Sprite]:
+    """Accounts, directories, config and key; the service started unless ``start=False``;
+    ``tables`` are more config tables (Local's limit keys)."""
     with (
         runnable_install() as venv,
         throwaway_account("zs", shell="/usr/sbin/nologin") as service,
@@ -183,7 +190,7 @@ def sprite_setup(*, start: bool = True, tls: bool = False) -> Iterator[Sprite]:
                 )  # fmt: skip
                 key.chmod(0o600)  # root's alone: loaded before the service drops root
                 sprite.tls = (cert, key)
-            sprite.write_config()
+            sprite.write_config(tables)
             if start:
                 sprite.start()
             yield sprite
