@@ -41,6 +41,9 @@ from zodex_protocol.limits import Limits
 from zodex_system import proctree
 
 MAX_MESSAGE: Final = 64 * 1024
+MAX_ERROR_CHARS: Final = 1000  # an error reply always fits in a message
+# Far above any real limit, and exact as a float: a number beyond it is not a limit.
+MAX_LIMIT: Final = 2**53
 # ``ZODEX_SESSION_HANDLE=<worker id><incarnation>-``: nothing else is a marker.
 _MARKER: Final = re.compile(rf"{proctree.SESSION_MARKER}=[0-9A-Za-z]{{1,64}}-")
 KILL_ROUNDS: Final = 20
@@ -77,18 +80,25 @@ def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = N
 
 
 def receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
-    """One message and the descriptors sent with it; None at end of stream. A packet that is
-    not a JSON object of at most :data:`MAX_MESSAGE` bytes is ValueError."""
+    """One message and the descriptors sent with it; None at end of stream (or an empty
+    packet, which ``recv`` cannot tell from it). A packet that is not a JSON object of at
+    most :data:`MAX_MESSAGE` bytes is ValueError, its descriptors closed."""
     data, fds, flags, _addr = socket.recv_fds(sock, MAX_MESSAGE + 1, 4)
     if not data and not fds:
         return None, []
-    if len(data) > MAX_MESSAGE or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+    try:
+        if len(data) > MAX_MESSAGE or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            raise ValueError("message too large")
+        try:
+            message = json.loads(data)  # bad UTF-8 or JSON: ValueError too
+        except RecursionError:
+            raise ValueError("message nested too deeply") from None
+        if not isinstance(message, dict):
+            raise ValueError("message is not an object")
+    except ValueError:
         for fd in fds:
             os.close(fd)
-        raise ValueError("message too large")
-    message = json.loads(data)
-    if not isinstance(message, dict):
-        raise ValueError("message is not an object")
+        raise
     return message, fds
 
 
@@ -166,6 +176,17 @@ def _wait_gone(pids: list[int]) -> None:
         for fd in fds:
             os.close(fd)
         poller.close()
+
+
+def checked_limits(raw: object) -> Limits:
+    """The limits of a spawn request: known names, each a whole number from 0 to
+    :data:`MAX_LIMIT`; ValueError otherwise."""
+    if not isinstance(raw, dict):
+        raise ValueError("limits must be an object of whole numbers")
+    for name, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_LIMIT:
+            raise ValueError(f"limit {name!r} must be a whole number from 0 to {MAX_LIMIT}")
+    return Limits.from_dict(raw)
 
 
 class Helper:
@@ -246,7 +267,10 @@ class Helper:
             else:
                 raise ValueError(f"unknown request {op!r}")
         except ValueError as exc:
-            send(self.sock, {"op": "error", "id": message.get("id"), "error": str(exc)})
+            request = message.get("id")
+            if isinstance(request, bool) or not isinstance(request, int):
+                request = None  # not one of the service's request numbers
+            send(self.sock, {"op": "error", "id": request, "error": str(exc)[:MAX_ERROR_CHARS]})
         return True
 
     def spawn(self, message: dict[str, Any]) -> None:
@@ -256,14 +280,15 @@ class Helper:
         if not isinstance(workdir, str) or not workdir.startswith("/") or "\0" in workdir:
             raise ValueError("workdir must be an absolute path")
         if os.path.realpath(workdir) != workdir or not os.path.isdir(workdir):
-            raise ValueError(f"workdir {workdir!r} is not the real path of a directory")
+            shown = workdir if len(workdir) <= 200 else f"{workdir[:200]}…"
+            raise ValueError(f"workdir {shown!r} is not the real path of a directory")
         if isinstance(incarnation, bool) or not isinstance(incarnation, int):
             raise ValueError("incarnation must be a number")
         if not 1 <= incarnation <= MAX_INCARNATION:
             raise ValueError("incarnation out of range")
         if message.get("worker_id") != worker_id_for(workdir):
             raise ValueError("worker id does not match the workdir")
-        limits = Limits.from_dict(message.get("limits") or {})
+        limits = checked_limits(message.get("limits", {}))
         config = self.config
         argv = [
             *config.worker_argv,

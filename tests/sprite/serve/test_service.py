@@ -222,3 +222,17 @@ def test_the_log_and_status_file(sprite: Sprite) -> None:
     assert status["version"] and status["started_at"] and status["public_url"]
     log = sprite.log_file.read_text()
     assert "serving" in log and sprite.key not in log
+
+
+async def test_a_workdir_the_agent_cannot_enter_runs_nothing(sprite: Sprite) -> None:
+    """The service and the helper can enter the service's state directory; the worker, as
+    the agent, cannot: the call is a tool error and nothing runs there."""
+    async with sprite.mcp() as mcp:
+        for workdir in (sprite.state_dir, sprite.state_dir / "logs"):
+            result = await mcp.call_tool(
+                "exec_command", {"cmd": "ls > seen.txt; echo ran", "workdir": str(workdir)}
+            )
+            text = result.content[0].text
+            # Seen from the agent: a directory it cannot enter, or one it cannot even see.
+            assert result.is_error and ("Permission denied" in text or "does not exist" in text), text
+            assert not (workdir / "seen.txt").exists()
