@@ -10,7 +10,7 @@ import socket
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.fleet.dispatcher import ZmqDispatcher
@@ -21,6 +21,7 @@ from zodex_gateway.mcp.http_guard import GuardedMcpApp
 from zodex_gateway.mcp.jsonrpc_input import AnsweringReadStream
 from zodex_gateway.mcp.server import build_server
 from zodex_gateway.serve.features import FeatureOptions, open_features
+from zodex_gateway.serve.stdio_pipes import loop_stdio
 from zodex_gateway.web.listener_limits import ListenerLimits
 from zodex_gateway.web.server import Listeners, base_url
 
@@ -112,7 +113,11 @@ def stdio_transport(start_directory: str, *, history: bool = True) -> Serve:
             start_directory=start_directory,
             local=opened.features,
         )
-        async with stdio_server() as (read_stream, write_stream):
+        async with (
+            loop_stdio() as wire,
+            # On pipes, the wire is served on the loop, not in the SDK's threads (stdio_pipes).
+            stdio_server(*(cast(Any, end) for end in wire or ())) as (read_stream, write_stream),
+        ):
             # Every line gets an answer: one that is not a JSON-RPC message gets an error.
             reader = AnsweringReadStream(read_stream, write_stream)
             await server.run(reader, write_stream, server.create_initialization_options())
