@@ -133,6 +133,12 @@ def setup(config_path: Path | None, agent_home: Path | None, **flags: str | None
     click.echo(
         f"connector URL (keep it secret; `zodex sprite connect` shows it again): {result.connector_url}"
     )
+    # The zodex that ran setup may live where the service account cannot read it (a pyenv
+    # build under root's home): from here on, the installed one is the one that works.
+    click.echo(
+        f"from now on use {result.zodex} for zodex sprite commands (e.g. {result.zodex} sprite status): "
+        "it is the Zodex the service runs"
+    )
 
 
 @sprite.command()

@@ -41,7 +41,9 @@ from zodex_gateway.sprite.environment import COMMAND_SHELL, agent_environment
 from zodex_gateway.sprite.helper import AgentAccount, Helper, HelperConfig
 from zodex_gateway.sprite.key import KeyRefused, read_key
 from zodex_gateway.sprite.launcher import HelperLauncher, stop_on_helper_loss
+from zodex_gateway.sprite.reach import unreadable_import_root
 from zodex_gateway.sprite.settings import SpriteSettings
+from zodex_gateway.sprite.unit import serve_command
 from zodex_gateway.web.server import Listeners, listen
 from zodex_protocol.envelope import new_key
 from zodex_protocol.layout import RuntimeLayout
@@ -111,6 +113,7 @@ def prepare(settings: SpriteSettings) -> Prepared:
         agent_entry.pw_name, agent_entry.pw_uid, agent_entry.pw_gid, Path(agent_entry.pw_dir)
     )
     _check_accounts(settings, service, agent)
+    _check_own_python(settings, service, agent)
     try:
         key = read_key(settings.key_file, owner_uid=service.pw_uid)
     except KeyRefused as exc:
@@ -158,6 +161,21 @@ def _check_accounts(settings: SpriteSettings, service: pwd.struct_passwd, agent:
             f"the agent account {agent.name} is in the service's group ({settings.group}), so it could "
             f"read the config: remove it (gpasswd -d {agent.name} {settings.group})"
         )
+
+
+def _check_own_python(settings: SpriteSettings, service: pwd.struct_passwd, agent: AgentAccount) -> None:
+    """After the drop, the service still imports (lazily, on its first calls): it must be
+    able to read this Python's modules and Zodex's, or it would fail on the first call."""
+    blocked = unreadable_import_root(service.pw_uid, {service.pw_gid, agent.gid})
+    if blocked is None:
+        return
+    root, where, mode = blocked
+    run = serve_command(settings)
+    installed = "" if settings.installed_zodex.exists() else " once zodex sprite setup has installed it"
+    raise ServeRefused(
+        f"the service account {service.pw_name} could not read {root} ({where} is {mode:04o}), which this "
+        f"zodex imports from, once it drops root: run {run}{installed}"
+    )
 
 
 def worker_python(settings: SpriteSettings) -> str:

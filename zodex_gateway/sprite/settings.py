@@ -50,8 +50,9 @@ __all__ = [
 CONFIG_ENV: Final = "ZODEX_SPRITE_CONFIG"
 DEFAULT_CONFIG_PATH: Final = Path("/etc/zodex/config.toml")
 TABLE: Final = "sprite"
-# The worker installation's Python, relative to sprite.install-dir.
+# The installation's Python and its zodex command, relative to sprite.install-dir.
 WORKER_PYTHON: Final = Path("bin/python3")
+INSTALLED_ZODEX: Final = Path("bin/zodex")
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ _SPRITE_ROWS: tuple[tuple[str, str, str | int | None, str], ...] = (
     ("sprite.workspace", "path", "/workspace", "the agent's workspace, the suggested first workdir"),
     ("sprite.state-dir", "path", "/var/lib/zodex", "the key, the status file and logs/"),
     ("sprite.runtime-dir", "path", "/run/zodex", "sockets and the worker registry"),
-    ("sprite.install-dir", "path", "/opt/zodex", "the code the agent account runs (the worker)"),
+    ("sprite.install-dir", "path", "/opt/zodex", "the Zodex every account of the Sprite runs (bin/zodex)"),
 )
 # fmt: on
 SPRITE_KEYS: dict[str, SpriteKey] = {row[0]: SpriteKey(*row) for row in _SPRITE_ROWS}
@@ -220,6 +221,12 @@ class SpriteSettings:
         """The Python of the worker installation ``setup`` makes (docs/sprite.md#files-and-modes):
         workers run as ``[worker_python, "-m", "zodex_worker.main", …]``."""
         return self.install_dir / WORKER_PYTHON
+
+    @property
+    def installed_zodex(self) -> Path:
+        """The ``zodex`` command ``setup`` installs, which every account of the Sprite can
+        run: the unit runs ``<installed_zodex> sprite serve --config <path>``."""
+        return self.install_dir / INSTALLED_ZODEX
 
     @property
     def tls(self) -> bool:

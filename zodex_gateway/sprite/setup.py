@@ -51,6 +51,7 @@ class SetupResult:
     unit_file: Path
     unit_installed: bool
     notes: list[str]
+    zodex: Path  # <install-dir>/bin/zodex: the Zodex to run from now on
 
 
 def require_root(what: str) -> None:
@@ -132,6 +133,7 @@ def _check_inputs(settings: SpriteSettings, request: SetupRequest) -> None:
             raise SetupError(
                 f"{inner} is inside {outer}: the agent's workspace and the service's state must not nest"
             )
+    install.check_install_dir(settings.install_dir)
     accounts.check_existing(settings.service_user, settings.agent_user, settings.group)
 
 
@@ -189,25 +191,27 @@ def setup(request: SetupRequest, say: Callable[[str], None]) -> SetupResult:
     _own_dir(settings.state_dir / "logs", service.uid, gid, 0o700, notes)
     key = _ensure_key(settings, service.uid, gid, notes)
 
-    python = install.install_worker(settings.install_dir, settings.agent_user)
-    say(f"worker installed in {settings.install_dir} (runs as {settings.agent_user} with {python})")
-    problem = install.service_problem(settings.service_user)
-    if problem is not None:
-        notes.append(f"warning: {problem}")
+    installed = install.install_zodex(settings.install_dir, settings.agent_user, settings.service_user)
+    say(
+        f"Zodex installed in {settings.install_dir} with {installed.distributions} distributions it "
+        f"requires, on {installed.python}; {settings.service_user} and {settings.agent_user} import from it"
+    )
 
     # Beside the config, root's: the service account owns the state directory and must not
     # be able to change what root will run.
     unit_file = config_dir / unit.unit_name(settings)
     _write_atomic(unit_file, unit.render_unit(settings), 0, 0, 0o644)
-    installed = False
+    unit_installed = False
     if unit.systemd_is_init():
         for command in unit.install_unit(unit_file, unit.unit_name(settings)):
             say(f"ran: {command}")
-        installed = True
+        unit_installed = True
         say(f"start it: systemctl start {unit.unit_name(settings)}")
     else:
         say(f"systemd is not PID 1 here, so the unit was only written: {unit_file}")
         say(f"run this under the host's supervisor: {unit.serve_command(settings)}")
     for note in notes:
         say(note)
-    return SetupResult(settings, settings.connector_url(key), unit_file, installed, notes)
+    return SetupResult(
+        settings, settings.connector_url(key), unit_file, unit_installed, notes, installed.zodex
+    )

@@ -20,9 +20,7 @@ the agent's commands still allow:
 from __future__ import annotations
 
 import shlex
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from .settings import DEFAULT_CONFIG_PATH, SpriteSettings
@@ -38,19 +36,10 @@ def unit_name(settings: SpriteSettings) -> str:
     return f"zodex-sprite-{settings.service_user}.service"
 
 
-def zodex_executable() -> Path:
-    """The ``zodex`` script of the installation running now (absolute: a unit has no PATH)."""
-    beside = Path(sys.executable).parent / "zodex"
-    if beside.is_file():
-        return beside.absolute()
-    found = shutil.which("zodex")
-    if found is None:
-        raise FileNotFoundError("cannot find the zodex command beside this Python or on PATH")
-    return Path(found).absolute()
-
-
 def serve_argv(settings: SpriteSettings) -> list[str]:
-    return [str(zodex_executable()), "sprite", "serve", "--config", str(settings.config_path)]
+    """The installed ``zodex`` (docs/sprite.md#files-and-modes), which the service account
+    can still read after ``serve`` drops root, wherever the ``zodex`` that ran setup lives."""
+    return [str(settings.installed_zodex), "sprite", "serve", "--config", str(settings.config_path)]
 
 
 def serve_command(settings: SpriteSettings) -> str:
