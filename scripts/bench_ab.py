@@ -127,6 +127,7 @@ class Variant:
         try:
             discovery = json.loads((self.root / "state/zodex/local/runtime/discovery.json").read_text())
             token = Path(discovery["mcp"]["token_path"]).read_text().strip()
+            self.daemon = psutil.Process(discovery["pid"])
             yield discovery["mcp"]["url"], {"X-Zodex-Local-Token": token}
         finally:
             subprocess.run([zodex, "local", "stop"], env=self.env, check=True, capture_output=True)
@@ -213,9 +214,18 @@ async def run(args: argparse.Namespace) -> None:
                     await trivial(http_clients[v.name], 20, v.root / "w0")
                     await trivial(fresh_clients[v.name], 20, v.root / "w0")
 
+                daemon_cpu: dict[str, list[float]] = {v.name: [] for v in variants}
+
+                def used(v: Variant) -> float:
+                    t = v.daemon.cpu_times()
+                    return float(t.user + t.system)
+
                 async def http_block(v: Variant) -> float:
                     f50 = floor_p50(n)
-                    return percentile(await trivial(http_clients[v.name], n, v.root / "w0"), 50) / f50
+                    before = used(v)
+                    times = await trivial(http_clients[v.name], n, v.root / "w0")
+                    daemon_cpu[v.name].append((used(v) - before) / n * 1000)
+                    return percentile(times, 50) / f50
 
                 async def fresh_block(v: Variant) -> float:
                     f50 = floor_p50(n)
@@ -225,6 +235,7 @@ async def run(args: argparse.Namespace) -> None:
                     "http keep-alive trivial p50 / floor",
                     await rounds(variants, args.rounds, http_block, "http"),
                 )
+                out += summary("Local gateway CPU ms per HTTP call", daemon_cpu)
                 out += summary(
                     "http fresh-conn trivial p50 / floor",
                     await rounds(variants, args.rounds, fresh_block, "fresh"),
