@@ -96,7 +96,9 @@ async def test_cmd_chars_patch_and_output_never_reach_the_log(
     assert (await call(handlers, "apply_patch", patch=bad, workdir=workdir)).is_error
     assert (await call(handlers, "apply_patch", patch=SECRET, workdir=workdir)).is_error
     assert (await call(handlers, "exec_command", cmd=SECRET, workdir=workdir, yield_time_ms="x")).is_error
-    assert (await call(handlers, "write_stdin", session_handle=handle, chars=SECRET, yield_time_ms=-1)).is_error
+    assert (
+        await call(handlers, "write_stdin", session_handle=handle, chars=SECRET, yield_time_ms=-1)
+    ).is_error
 
     assert len(call_lines(caplog)) == 9
     logged = caplog.text + "".join(r.getMessage() for r in caplog.records)
