@@ -6,9 +6,13 @@ A handle is ``<worker id><incarnation>-<random>``:
   gateway derives the same id for the same directory);
 * incarnation — 1–2 characters base-36, the worker's restart count modulo 36², so a handle
   issued by a dead incarnation is never routed to its successor;
-* random — 10 characters base-36 from the OS CSPRNG (≥ 51 bits), making handles unguessable.
+* random — 10 characters base-36 from the OS CSPRNG (≥ 51 bits), making handles unguessable;
+* host incarnation — on a fleet host only, 6 characters base-36 after the random part,
+  chosen at each start of the host, so a restarted host tells its old handles (*lost*)
+  from handles it never issued (docs/fleet.md#handles-across-hosts).
 
-At most 20 characters, ASCII alphanumerics and exactly one ``-`` (docs/sessions.md).
+At most 32 characters (20 without a host incarnation), ASCII alphanumerics and exactly one
+``-`` (docs/sessions.md#handles).
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ from dataclasses import dataclass
 
 WORKER_ID_LENGTH = 7
 RANDOM_LENGTH = 10
+HOST_INCARNATION_LENGTH = 6
+MAX_HANDLE_CHARS = 32
 MAX_INCARNATION = 36**2  # incarnations wrap; a crash-loop limit keeps them far from it
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
-_HANDLE_RE = re.compile(r"^([a-z2-7]{7})([0-9a-z]{1,2})-([0-9a-z]{10})$")
+_HANDLE_RE = re.compile(r"^([a-z2-7]{7})([0-9a-z]{1,2})-([0-9a-z]{10})([0-9a-z]{6})?$")
+_HOST_INCARNATION_RE = re.compile(r"^[0-9a-z]{6}$")
 
 
 def worker_id_for(real_path: str) -> str:
@@ -47,14 +54,15 @@ class SessionHandle:
     worker_id: str
     incarnation: int
     token: str
+    host: str = ""  # the fleet host's incarnation; empty in Local and Sprite
 
     def __str__(self) -> str:
-        return f"{self.worker_id}{_base36(self.incarnation % MAX_INCARNATION)}-{self.token}"
+        return f"{self.worker_id}{_base36(self.incarnation % MAX_INCARNATION)}-{self.token}{self.host}"
 
     @classmethod
-    def new(cls, worker_id: str, incarnation: int) -> SessionHandle:
+    def new(cls, worker_id: str, incarnation: int, host: str = "") -> SessionHandle:
         token = "".join(secrets.choice(_ALPHABET) for _ in range(RANDOM_LENGTH))
-        return cls(worker_id, incarnation % MAX_INCARNATION, token)
+        return cls(worker_id, incarnation % MAX_INCARNATION, token, host)
 
     @classmethod
     def parse(cls, text: str) -> SessionHandle | None:
@@ -62,5 +70,22 @@ class SessionHandle:
         match = _HANDLE_RE.match(text)
         if match is None:
             return None
-        worker_id, incarnation, token = match.groups()
-        return cls(worker_id, int(incarnation, 36), token)
+        worker_id, incarnation, token, host = match.groups()
+        return cls(worker_id, int(incarnation, 36), token, host or "")
+
+
+def check_host_incarnation(text: str) -> str:
+    """A host incarnation as handles carry it (6 base-36 characters), or ValueError."""
+    if not _HOST_INCARNATION_RE.match(text):
+        raise ValueError(
+            f"a host incarnation is {HOST_INCARNATION_LENGTH} characters of 0-9 a-z, got {text!r}"
+        )
+    return text
+
+
+def new_host_incarnation(taken: set[str]) -> str:
+    """A fresh host incarnation, never one in ``taken`` (the host's earlier ones)."""
+    while True:
+        value = "".join(secrets.choice(_ALPHABET) for _ in range(HOST_INCARNATION_LENGTH))
+        if value not in taken:
+            return value

@@ -23,6 +23,7 @@ import zmq.asyncio
 
 from zodex_protocol import messages, tombstones
 from zodex_protocol.envelope import WireCodec, read_key_file
+from zodex_protocol.handles import check_host_incarnation
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
 from zodex_protocol.limits import Limits
 from zodex_protocol.version import PROTOCOL_VERSION
@@ -48,6 +49,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--spill-dir", required=True, type=Path)
     parser.add_argument("--shell", required=True, help="JSON list: argv prefix for commands")
     parser.add_argument("--limits", default="{}", help="JSON object of limit overrides")
+    parser.add_argument(
+        "--host-incarnation",
+        default="",
+        type=check_host_incarnation,
+        help="a fleet host's incarnation, carried at the end of every handle (docs/fleet.md)",
+    )
     parser.add_argument(
         "--group-readable-exits",
         action="store_true",
@@ -89,6 +96,7 @@ async def run(args: argparse.Namespace) -> int:
         shell=json.loads(args.shell),
         limits=limits,
         cgroups=cgroups,
+        host_incarnation=args.host_incarnation,
     )
     publisher = EventPublisher(pub, codec)
     loop.add_reader(pub_fd, publisher.read_subscriptions)

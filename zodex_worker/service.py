@@ -55,6 +55,7 @@ class WorkerConfig:
     limits: Limits = field(default_factory=Limits)
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     cgroups: SessionGroups | None = None  # None: sessions rely on the environment marker
+    host_incarnation: str = ""  # a fleet host's, ending every handle (docs/fleet.md)
 
 
 class WorkerService:
@@ -168,7 +169,9 @@ class WorkerService:
         return {s.pid for s in self.table.live.values() if s.running}
 
     def _spawn(self, cmd: str, workdir: str, timeout_ms: int, tag: str | None) -> Session:
-        handle = str(SessionHandle.new(self.config.worker_id, self.config.incarnation))
+        handle = str(
+            SessionHandle.new(self.config.worker_id, self.config.incarnation, self.config.host_incarnation)
+        )
         env = {**self.config.env, **COMMAND_ENV, "PWD": workdir, proctree.SESSION_MARKER: handle}
         env.pop("OLDPWD", None)
         try:

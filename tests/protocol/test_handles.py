@@ -2,10 +2,18 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zodex_protocol.handles import MAX_INCARNATION, SessionHandle, worker_id_for
+from zodex_protocol.handles import (
+    MAX_HANDLE_CHARS,
+    MAX_INCARNATION,
+    SessionHandle,
+    check_host_incarnation,
+    new_host_incarnation,
+    worker_id_for,
+)
 
 HANDLE_RE = re.compile(r"^[A-Za-z0-9]+-[A-Za-z0-9]+$")
 
@@ -43,3 +51,25 @@ def test_parse_rejects_non_handles() -> None:
         "abcdefg123-0123456789",
     ):
         assert SessionHandle.parse(text) is None
+
+
+def test_host_handles_carry_the_host_incarnation_within_32_characters() -> None:
+    # docs/fleet.md#handles-across-hosts: the host's incarnation ends the handle.
+    handle = SessionHandle.new(worker_id_for("/w"), 1295, host="k3j9x2")
+    text = str(handle)
+    assert len(text) <= MAX_HANDLE_CHARS and text.endswith("k3j9x2") and text.count("-") == 1
+    assert SessionHandle.parse(text) == handle
+    local = SessionHandle.new(worker_id_for("/w"), 3)
+    parsed = SessionHandle.parse(str(local))
+    assert parsed is not None and parsed.host == "" and len(str(local)) <= 20
+    assert SessionHandle.parse(str(local) + "abc") is None  # a host part is exactly 6
+    assert SessionHandle.parse(str(handle) + "x") is None
+
+
+def test_host_incarnations_are_checked_and_fresh() -> None:
+    assert check_host_incarnation("0az9k1") == "0az9k1"
+    for bad in ("", "ABCDEF", "abc", "abcdefg", "abc-de"):
+        with pytest.raises(ValueError):
+            check_host_incarnation(bad)
+    taken = {new_host_incarnation(set()) for _ in range(50)}
+    assert new_host_incarnation(taken) not in taken
