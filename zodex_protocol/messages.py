@@ -32,6 +32,9 @@ SHUTDOWN = "shutdown"
 BYE = "bye"
 RESULT = "result"
 ERROR = "error"
+# Gateway → fleet host over tcp (docs/fleet.md#the-wire): one tool call, ``{tool, args, tag?}``,
+# answered by ``result``, ``patched`` or ``error`` as a worker answers.
+CALL = "call"
 
 EVENT_OUTPUT = "output"
 EVENT_PROCESS_STARTED = "process_started"

@@ -1,0 +1,104 @@
+"""``zodex gateway serve``: a fleet gateway in the foreground (docs/fleet.md#gateways).
+
+It holds no state: every tool call goes to the host its address names, and every replica
+with the same config serves the same hosts the same way. It needs no privilege.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+
+import zmq.asyncio
+
+from zodex_gateway.config.units import ConfigError
+from zodex_gateway.fleet.remote import RemoteDispatcher
+from zodex_gateway.hosts import keys
+from zodex_gateway.hosts.front import FleetFront, McpKeySource, read_mcp_key
+from zodex_gateway.hosts.settings import GatewaySettings, HostEntry
+from zodex_gateway.mcp.http_guard import GuardedMcpApp
+from zodex_gateway.mcp.server import build_server
+from zodex_gateway.sprite.auth import SpriteFront
+from zodex_gateway.sprite.service import service_version
+from zodex_gateway.web.server import Listeners, listen
+
+log = logging.getLogger("zodex.gateway")
+
+
+@dataclass(frozen=True)
+class HostKeys:
+    entry: HostEntry
+    public_key: bytes
+    signing_key: bytes
+    mcp_key: str
+
+
+def main(settings: GatewaySettings) -> int:
+    try:
+        secret = keys.read_z85_secret(settings.secret_key)
+        hosts = [
+            HostKeys(
+                entry,
+                keys.read_public_key(entry.public_key),
+                keys.signing_key(keys.read_z85_secret(entry.signing_key)),
+                read_mcp_key(entry.mcp_key),
+            )
+            for entry in settings.hosts
+        ]
+        sock = listen(settings.address, settings.port)
+    except ConfigError as exc:
+        print(f"zodex gateway serve: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(
+            f"zodex gateway serve: cannot listen on {settings.address}:{settings.port}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return 1
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    asyncio.run(_serve(settings, secret, hosts, sock))
+    return 0
+
+
+async def _serve(
+    settings: GatewaySettings, secret: bytes, hosts: list[HostKeys], sock: socket.socket
+) -> None:
+    context = zmq.asyncio.Context()
+    dispatchers = []
+    fronts: dict[str, SpriteFront] = {}
+    limits = settings.listener_limits()
+    for host in hosts:
+        dispatcher = RemoteDispatcher(
+            host.entry.name,
+            host.entry.endpoint,
+            context=context,
+            secret_key=secret,
+            host_public_key=host.public_key,
+            signing_key=host.signing_key,
+        )
+        dispatchers.append(dispatcher)
+        server = build_server(dispatcher, start_directory=host.entry.workspace, mode="sprite")
+        # The token is never used: the front admits requests by the host's key.
+        mcp = GuardedMcpApp(server, secrets.token_hex(32), settings.address, max_body=limits.max_body)
+        key_source = McpKeySource(host.entry.mcp_key, host.mcp_key)
+        fronts[host.entry.name] = SpriteFront(mcp, key_source, allowed_hosts=(), version=service_version())
+    listeners = Listeners(limits, lifespan="on", graceful_s=2)
+    listeners.add(FleetFront(fronts, version=service_version()), sock)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, listeners.stop)
+    address, port = sock.getsockname()[:2]
+    log.info("serving %d hosts on http://%s:%d/h/<host>/mcp", len(hosts), address, port)
+    try:
+        await listeners.serve()
+    finally:
+        for dispatcher in dispatchers:
+            await dispatcher.close()
+        context.term()
+    log.info("stopped")

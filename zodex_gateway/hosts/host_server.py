@@ -1,0 +1,195 @@
+"""A host's side of the wire (docs/fleet.md#the-wire): a ROUTER on ``tcp://`` with CURVE,
+gateways admitted by ZAP against an allow list of public keys, the signed envelope
+inside, each ``call`` answered by the host's own dispatcher.
+
+The host checks the arguments and resolves the workdir itself: a gateway only forwards what
+the model sent. Calls run concurrently (a long poll never holds up another call); each gets
+exactly one reply, ``result``, ``patched`` or ``error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import zmq
+import zmq.asyncio
+from zmq.auth.asyncio import AsyncioAuthenticator
+
+from zodex_gateway.fleet.dispatcher import Dispatcher
+from zodex_protocol import messages
+from zodex_protocol.envelope import Envelope, WireCodec
+from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.handles import SessionHandle
+
+log = logging.getLogger("zodex.host")
+
+TOOLS = ("exec_command", "write_stdin", "apply_patch")
+# ZeroMQ's heartbeat: a gateway that stops answering is dropped; the gateway does the same.
+HEARTBEAT_IVL_MS = 500
+HEARTBEAT_TIMEOUT_MS = 1500
+
+
+def host_lost_message(handle: str, host: str) -> str:
+    return (
+        f"session {handle} was lost: host {host} restarted since the command started; start the command again"
+    )
+
+
+class IncarnationCheck:
+    """A dispatcher that answers handles of the host's earlier lives itself: *lost* when
+    the handle carries one of them, *unknown* when it carries none this host ever had."""
+
+    def __init__(self, inner: Dispatcher, host: str, current: str, earlier: set[str]) -> None:
+        self._inner = inner
+        self._host = host
+        self._current = current
+        self._earlier = earlier
+
+    async def exec_command(self, args: Mapping[str, Any], *, tag: str | None = None) -> Any:
+        return await self._inner.exec_command(args, tag=tag)
+
+    async def write_stdin(self, args: Mapping[str, Any]) -> Any:
+        text = args.get("session_handle")
+        if isinstance(text, str):
+            handle = SessionHandle.parse(text)
+            if handle is None or handle.host != self._current:
+                if handle is not None and handle.host in self._earlier:
+                    raise ProtocolError(ErrorCode.SESSION_LOST, host_lost_message(text, self._host))
+                raise ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {text}")
+        return await self._inner.write_stdin(args)
+
+    async def apply_patch(self, args: Mapping[str, Any]) -> Any:
+        return await self._inner.apply_patch(args)
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+class AllowList:
+    """ZAP's CURVE callback: a gateway is admitted when its public key is listed."""
+
+    def __init__(self, keys: set[bytes]) -> None:
+        self._keys = keys
+
+    def callback(self, _domain: str, key: bytes) -> bool:
+        allowed = key in self._keys
+        if not allowed:
+            log.warning("refused a gateway whose key is not allowed: %s", key.decode("ascii", "replace"))
+        return allowed
+
+
+class HostServer:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        endpoint: str,
+        secret_key: bytes,
+        signing_key: bytes,
+        gateway_keys: set[bytes],
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._codec = WireCodec(signing_key)
+        self._context = zmq.asyncio.Context()
+        self._auth = AsyncioAuthenticator(self._context)
+        self._auth.start()
+        self._auth.configure_curve_callback("*", credentials_provider=AllowList(gateway_keys))
+        self._socket = self._context.socket(zmq.ROUTER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.curve_server = True
+        self._socket.curve_secretkey = secret_key
+        self._socket.curve_publickey = zmq.curve_public(secret_key)
+        self._socket.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
+        self._socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
+        self._socket.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a reply to a gone gateway is dropped
+        self._socket.bind(endpoint)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopped = asyncio.Event()
+
+    @property
+    def bound(self) -> str:
+        return str(self._socket.getsockopt_string(zmq.LAST_ENDPOINT))
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    async def serve(self) -> None:
+        receiving: asyncio.Future[list[bytes]] | None = None
+        stopped = asyncio.ensure_future(self._stopped.wait())
+        try:
+            while True:
+                receiving = asyncio.ensure_future(self._socket.recv_multipart())
+                await asyncio.wait({receiving, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if not receiving.done():
+                    break
+                frames = receiving.result()
+                task = asyncio.create_task(self._answer(frames))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        finally:
+            stopped.cancel()
+            if receiving is not None and not receiving.done():
+                receiving.cancel()
+            if self._tasks:  # calls in flight end (the supervisor is stopping them) and reply
+                await asyncio.wait(set(self._tasks), timeout=3.0)
+            self._socket.close(linger=0)
+            self._auth.stop()
+            self._context.term()
+
+    async def _answer(self, frames: list[bytes]) -> None:
+        if len(frames) < 3:
+            return
+        identity, wire = frames[0], frames[1:]
+        try:
+            request = self._codec.deserialize(wire)
+        except ProtocolError as exc:
+            message_id = self._codec.peek_id(wire)
+            log.warning("unusable message from a gateway: %s", exc.message)
+            if message_id is not None:
+                error = Envelope(type=messages.ERROR, body=exc.to_wire(), reply_to=message_id)
+                await self._send(identity, error)
+            return
+        try:
+            reply_type, body = await self._call(request)
+        except ProtocolError as exc:
+            reply_type, body = messages.ERROR, exc.to_wire()
+        except TimeoutError:
+            reply_type, body = (
+                messages.ERROR,
+                ProtocolError(
+                    ErrorCode.WORKER_UNAVAILABLE, "the host's worker did not answer in time; try again"
+                ).to_wire(),
+            )
+        except Exception as exc:
+            log.exception("a call failed on the host")
+            reply_type, body = (
+                messages.ERROR,
+                ProtocolError(
+                    ErrorCode.INTERNAL, f"internal error on the host ({type(exc).__name__})"
+                ).to_wire(),
+            )
+        await self._send(identity, request.reply(reply_type, body))
+
+    async def _call(self, request: Envelope) -> tuple[str, Any]:
+        if request.type != messages.CALL:
+            raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {request.type!r}")
+        body = request.body
+        if not isinstance(body, dict):
+            raise ProtocolError(ErrorCode.BAD_REQUEST, "a call's body must be a map")
+        tool, args, tag = body.get("tool"), body.get("args"), body.get("tag")
+        if tool not in TOOLS or not isinstance(args, dict) or not (tag is None or isinstance(tag, str)):
+            raise ProtocolError(ErrorCode.BAD_REQUEST, "a call is {tool, args, tag?} with a known tool")
+        if tool == "exec_command":
+            return messages.RESULT, (await self._dispatcher.exec_command(args, tag=tag)).to_body()
+        if tool == "write_stdin":
+            return messages.RESULT, (await self._dispatcher.write_stdin(args)).to_body()
+        return messages.PATCHED, (await self._dispatcher.apply_patch(args)).to_body()
+
+    async def _send(self, identity: bytes, message: Envelope) -> None:
+        try:
+            await self._socket.send_multipart([identity, *self._codec.serialize(message)])
+        except zmq.ZMQError as exc:
+            log.warning("could not answer a gateway: %s", exc)
