@@ -4,7 +4,8 @@
 #
 #   scripts/setup.sh          what running Zodex needs
 #   scripts/setup.sh --test   that, plus the test extras, Debian's Chromium (browser tests),
-#                             Node.js with npm (Liveboard's linter) and systemd-analyze (Sprite's unit)
+#                             Node.js with npm (Liveboard's linter), systemd-analyze (Sprite's unit)
+#                             and haproxy (the deployment walk-through)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +27,8 @@ if $for_tests; then
     # Sprite's tests check the generated unit with systemd-analyze verify; runuser switches accounts.
     command -v systemd-analyze >/dev/null || need_apt+=(systemd)
     command -v runuser >/dev/null || need_apt+=(util-linux)
+    # The deployment walk-through puts Debian's haproxy in front of two gateways (docs/deploy.md).
+    command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || need_apt+=(haproxy)
 fi
 if ((${#need_apt[@]})) && command -v apt-get >/dev/null; then
     SUDO=""
