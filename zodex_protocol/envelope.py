@@ -129,6 +129,17 @@ class WireCodec:
             return None
 
 
+def peek_reply_to(frames: list[bytes]) -> str | None:
+    """The ``re`` of an unverifiable reply, so the request it names can fail at once (where
+    the transport already authenticates the peer, as CURVE does between fleet hosts and
+    gateways) instead of waiting out its timeout."""
+    try:
+        raw = msgpack.unpackb(frames[-1], raw=False)
+        return None if raw["re"] is None else str(raw["re"])
+    except Exception:
+        return None
+
+
 def new_key() -> bytes:
     """A fresh runtime key; the runtime's owner keeps it in a ``0600`` file
     (zodex_system.secret_files) that its workers read."""

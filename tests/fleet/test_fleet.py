@@ -257,3 +257,28 @@ async def test_a_restarted_host_answers_its_old_handles_lost(fleet: Fleet) -> No
         assert error_text(await on_a.call_tool("write_stdin", {"session_handle": never})) == (
             f"Unknown session handle: {never}"
         )
+
+
+async def test_a_gateway_with_another_signing_key_fails_at_once_saying_so(fleet: Fleet) -> None:
+    other = fleet.base / "other-signing"
+    other.mkdir(exist_ok=True)
+    keys.keygen(other, "host", "signing")
+    gateway = Gateway(fleet.base / "other-signing.toml", fleet.gw1.python)
+    write_gateway_config(gateway.config, fleet.base / "gateways" / "gw.key", [fleet.a], gateway.port)
+    text = gateway.config.read_text().replace(
+        str(fleet.a.keys_dir / "host.signing"), str(other / "host.signing")
+    )
+    gateway.config.write_text(text)
+    gateway.start()
+    try:
+        async with mcp(gateway, fleet.a) as session:
+            with Stopwatch() as took:
+                refused = await session.call_tool(
+                    "exec_command", {"cmd": "true", "workdir": str(fleet.a.workspace)}
+                )
+        assert error_text(refused).startswith(
+            f"host {fleet.a.name} answered with a message this gateway cannot verify ("
+        )
+        assert took.elapsed < 3.0
+    finally:
+        gateway.stop()

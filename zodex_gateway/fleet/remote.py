@@ -22,7 +22,7 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from zodex_protocol import messages
-from zodex_protocol.envelope import Envelope, WireCodec
+from zodex_protocol.envelope import Envelope, WireCodec, peek_reply_to
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.limits import Limits
 from zodex_protocol.replies import Patched, SessionResult
@@ -53,6 +53,13 @@ def unreachable_in_flight(host: str) -> str:
     return (
         f"host {host} is unreachable; the connection dropped while the call was in flight, so it may "
         "have run there. Poll its session handle or check the workdir before retrying"
+    )
+
+
+def unverifiable(host: str, reason: str) -> str:
+    return (
+        f"host {host} answered with a message this gateway cannot verify ({reason}); check that the host "
+        "and this gateway use the same signing key and that their clocks agree within 60 s"
     )
 
 
@@ -123,7 +130,12 @@ class RemoteDispatcher:
             try:
                 reply = self._codec.deserialize(frames)
             except ProtocolError as exc:
+                # CURVE authenticated the host: an unverifiable reply is a configuration
+                # mismatch (signing key, clocks), and its call fails now rather than later.
                 log.warning("unusable reply from host %s: %s", self.host, exc.message)
+                pending = self._pending.get(peek_reply_to(frames) or "")
+                if pending is not None and not pending.done():
+                    pending.set_exception(ProtocolError(exc.code, unverifiable(self.host, exc.message)))
                 continue
             future = self._pending.get(reply.reply_to or "")
             if future is not None and not future.done():
