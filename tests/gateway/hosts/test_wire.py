@@ -1,0 +1,156 @@
+"""A host's ROUTER and a gateway's RemoteDispatcher on loopback, in one process, with a
+recording dispatcher behind the host: the call, its reply or error, the incarnation
+check, ZAP refusing an unknown key, and a host that goes away failing calls within 3 s
+(docs/fleet.md#the-wire, docs/fleet.md#failures). No root needed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import zmq
+import zmq.asyncio
+
+from zodex_gateway.fleet.remote import RemoteDispatcher
+from zodex_gateway.hosts.host_server import HostServer, IncarnationCheck
+from zodex_protocol.envelope import new_key
+from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.handles import SessionHandle
+from zodex_protocol.replies import Patched, SessionResult
+
+RESULT = SessionResult(
+    summary="exited", status="exited", output="hi\n", cwd="/w", wall_time_ms=3, exit_code=0
+)
+
+
+@dataclass
+class Recorder:
+    calls: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
+
+    async def exec_command(self, args: Mapping[str, Any], *, tag: str | None = None) -> SessionResult:
+        self.calls.append(("exec_command", dict(args), tag))
+        if args.get("cmd") == "":
+            raise ProtocolError(ErrorCode.INVALID_ARGUMENT, "cmd must not be empty")
+        return RESULT
+
+    async def write_stdin(self, args: Mapping[str, Any]) -> SessionResult:
+        self.calls.append(("write_stdin", dict(args), None))
+        return RESULT
+
+    async def apply_patch(self, args: Mapping[str, Any]) -> Patched:
+        return Patched(ok=True, text="Done!")
+
+    async def close(self) -> None:
+        pass
+
+
+@dataclass
+class Wire:
+    recorder: Recorder
+    server: HostServer
+    serving: asyncio.Task[None]
+    gateway: RemoteDispatcher
+    host_public: bytes
+    signing: bytes
+
+
+@pytest.fixture
+async def wire() -> AsyncIterator[Wire]:
+    host_public, host_secret = zmq.curve_keypair()
+    gw_public, gw_secret = zmq.curve_keypair()
+    signing = new_key()
+    recorder = Recorder()
+    server = HostServer(
+        IncarnationCheck(recorder, "alpha", "cur000", {"old000"}),
+        endpoint="tcp://127.0.0.1:*",
+        secret_key=host_secret,
+        signing_key=signing,
+        gateway_keys={gw_public},
+    )
+    serving = asyncio.create_task(server.serve())
+    context = zmq.asyncio.Context()
+    gateway = RemoteDispatcher(
+        "alpha",
+        server.bound,
+        context=context,
+        secret_key=gw_secret,
+        host_public_key=host_public,
+        signing_key=signing,
+    )
+    try:
+        yield Wire(recorder, server, serving, gateway, host_public, signing)
+    finally:
+        await gateway.close()
+        server.stop()
+        await serving
+        context.term()
+
+
+async def test_a_call_reaches_the_host_and_its_reply_or_error_comes_back(wire: Wire) -> None:
+    assert (
+        await wire.gateway.exec_command({"cmd": "echo hi", "workdir": "/w", "extra": 1}, tag="t1") == RESULT
+    )
+    assert wire.recorder.calls == [("exec_command", {"cmd": "echo hi", "workdir": "/w", "extra": 1}, "t1")]
+    assert (await wire.gateway.apply_patch({"patch": "x", "workdir": "/w"})).text == "Done!"
+    with pytest.raises(ProtocolError) as refused:
+        await wire.gateway.exec_command({"cmd": "", "workdir": "/w"})
+    assert (refused.value.code, refused.value.message) == (
+        ErrorCode.INVALID_ARGUMENT,
+        "cmd must not be empty",
+    )
+
+
+async def test_handles_of_earlier_host_incarnations_are_lost_and_others_unknown(wire: Wire) -> None:
+    current = str(SessionHandle.new("abcdefg", 1, "cur000"))
+    assert await wire.gateway.write_stdin({"session_handle": current}) == RESULT
+    old = str(SessionHandle.new("abcdefg", 1, "old000"))
+    with pytest.raises(ProtocolError) as lost:
+        await wire.gateway.write_stdin({"session_handle": old})
+    assert lost.value.code == ErrorCode.SESSION_LOST
+    assert lost.value.message == (
+        f"session {old} was lost: host alpha restarted since the command started; start the command again"
+    )
+    for never in (str(SessionHandle.new("abcdefg", 1, "zzz999")), str(SessionHandle.new("abcdefg", 1)), "x"):
+        with pytest.raises(ProtocolError) as unknown:
+            await wire.gateway.write_stdin({"session_handle": never})
+        assert unknown.value.message == f"Unknown session handle: {never}"
+    assert [c[0] for c in wire.recorder.calls] == ["write_stdin"]  # only the current one went on
+
+
+async def test_a_gateway_key_the_host_does_not_allow_gets_nothing(wire: Wire) -> None:
+    _public, stranger_secret = zmq.curve_keypair()
+    context = zmq.asyncio.Context()
+    stranger = RemoteDispatcher(
+        "alpha",
+        wire.server.bound,
+        context=context,
+        secret_key=stranger_secret,
+        host_public_key=wire.host_public,
+        signing_key=wire.signing,
+    )
+    try:
+        started = time.monotonic()
+        with pytest.raises(ProtocolError) as refused:
+            await stranger.exec_command({"cmd": "true", "workdir": "/w"})
+        assert time.monotonic() - started < 3.0
+        assert refused.value.message.startswith("host alpha is unreachable; the call was not sent.")
+        assert wire.recorder.calls == []
+    finally:
+        await stranger.close()
+        context.term()
+
+
+async def test_a_host_that_goes_away_fails_calls_within_3_seconds(wire: Wire) -> None:
+    assert await wire.gateway.exec_command({"cmd": "true", "workdir": "/w"}) == RESULT
+    wire.server.stop()
+    await wire.serving
+    started = time.monotonic()
+    with pytest.raises(ProtocolError) as down:
+        await wire.gateway.exec_command({"cmd": "true", "workdir": "/w"})
+    assert time.monotonic() - started < 3.0
+    assert down.value.code == ErrorCode.WORKER_UNAVAILABLE and down.value.is_tool_level
+    assert down.value.message.startswith("host alpha is unreachable; ")
