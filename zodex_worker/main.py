@@ -51,7 +51,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--limits", default="{}", help="JSON object of limit overrides")
     parser.add_argument(
         "--host-incarnation",
-        default="",
+        default=None,  # argparse would pass a string default through the check
         type=check_host_incarnation,
         help="a fleet host's incarnation, carried at the end of every handle (docs/fleet.md)",
     )
@@ -96,7 +96,7 @@ async def run(args: argparse.Namespace) -> int:
         shell=json.loads(args.shell),
         limits=limits,
         cgroups=cgroups,
-        host_incarnation=args.host_incarnation,
+        host_incarnation=args.host_incarnation or "",
     )
     publisher = EventPublisher(pub, codec)
     loop.add_reader(pub_fd, publisher.read_subscriptions)
