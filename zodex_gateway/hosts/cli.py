@@ -10,7 +10,6 @@ from typing import NoReturn
 import click
 
 from zodex_gateway.config.units import ConfigError
-from zodex_gateway.hosts import keys
 from zodex_gateway.hosts.settings import (
     DEFAULT_GATEWAY_CONFIG,
     DEFAULT_HOST_CONFIG,
@@ -74,6 +73,8 @@ def host_keygen(out_dir: Path, name: str, signing: bool, mcp: bool) -> None:
     if signing and mcp:
         _fail("--signing and --mcp write different keys: give one of them")
     kind = "signing" if signing else "mcp" if mcp else "curve"
+    from zodex_gateway.hosts import keys  # loads ZeroMQ, which the other commands do not need
+
     try:
         written = keys.keygen(_absolute(out_dir), name, kind)
     except ConfigError as exc:
