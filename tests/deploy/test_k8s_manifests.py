@@ -31,7 +31,7 @@ from tests.deploy.manifests import (
     volume,
 )
 
-HOST_CAPABILITIES = {"SETUID", "SETGID", "CHOWN", "FOWNER", "KILL"}
+HOST_CAPABILITIES = {"SETUID", "SETGID", "CHOWN", "FOWNER", "KILL", "DAC_OVERRIDE"}
 
 
 def validate(doc: dict[str, Any]) -> None:
@@ -155,6 +155,7 @@ def test_gateway_config_names_every_host_of_the_statefulset_by_its_stable_name()
         assert host["public-key"] == f"/etc/zodex/keys/{name}.pub"
         assert host["signing-key"] == f"/etc/zodex/keys/{name}.signing"
         assert host["mcp-key"] == f"/etc/zodex/keys/{name}.mcp"
+        assert host["workspace"] == "/workspace"
     assert config["gateway"]["secret-key"].startswith("/etc/zodex/keys/")
     assert [p["port"] for p in headless["spec"]["ports"]] == [host_port]
 
@@ -243,3 +244,13 @@ def test_the_account_ids_are_the_image_s() -> None:
     script = container(one("StatefulSet", "zodex-host")["spec"]["template"]["spec"], "prepare", init=True)
     assert f"chown {AGENT_UID}:{AGENT_UID} /workspace" in script["args"][0]
     assert f"chown 0:{SERVICE_UID} /etc/zodex/host.toml" in script["args"][0]
+
+
+def test_gateway_toml_is_one_the_gateway_loads() -> None:
+    from pathlib import Path
+
+    from zodex_gateway.hosts.settings import parse_gateway_document
+
+    settings = parse_gateway_document(gateway_toml(), Path("/etc/zodex/gateway.toml"))
+    assert [h.name for h in settings.hosts] == ["zodex-host-0", "zodex-host-1"]
+    assert settings.port == 8080 and settings.address == "0.0.0.0"

@@ -7,6 +7,8 @@ with the same config serves the same hosts the same way. It needs no privilege.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 import secrets
 import signal
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 import zmq.asyncio
 
+from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.config.units import ConfigError
 from zodex_gateway.fleet.remote import RemoteDispatcher
 from zodex_gateway.hosts import keys
@@ -28,6 +31,8 @@ from zodex_gateway.sprite.service import service_version
 from zodex_gateway.web.server import Listeners, listen
 
 log = logging.getLogger("zodex.gateway")
+
+SESSION_ID_LABEL = b"zodex gateway: Mcp-Session-Id key"
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,9 @@ async def _serve(
     dispatchers = []
     fronts: dict[str, SpriteFront] = {}
     limits = settings.listener_limits()
+    # Mcp-Session-Id values are signed under a key every replica derives from the pair they
+    # share, so a session initialized through one gateway is served by any other.
+    session_ids = SessionIds(hmac.new(secret, SESSION_ID_LABEL, hashlib.sha256).digest())
     for host in hosts:
         dispatcher = RemoteDispatcher(
             host.entry.name,
@@ -85,7 +93,13 @@ async def _serve(
         dispatchers.append(dispatcher)
         server = build_server(dispatcher, start_directory=host.entry.workspace, mode="sprite")
         # The token is never used: the front admits requests by the host's key.
-        mcp = GuardedMcpApp(server, secrets.token_hex(32), settings.address, max_body=limits.max_body)
+        mcp = GuardedMcpApp(
+            server,
+            secrets.token_hex(32),
+            settings.address,
+            max_body=limits.max_body,
+            session_ids=session_ids,
+        )
         key_source = McpKeySource(host.entry.mcp_key, host.mcp_key)
         fronts[host.entry.name] = SpriteFront(mcp, key_source, allowed_hosts=(), version=service_version())
     listeners = Listeners(limits, lifespan="on", graceful_s=2)
