@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Zodex benchmark, through the public MCP tools only, against floors measured in the same run.
 
-    python scripts/bench.py [--quick]
+    python scripts/bench.py [--quick] [--fleet-only]
 
 Prints each figure next to its floor and the ratio, so results compare across machines:
 
@@ -14,7 +14,14 @@ Prints each figure next to its floor and the ratio, so results compare across ma
 - ``apply_patch`` of 200 chunks over a 20,000-line file, end to end;
 - the throughput above with history on against a gateway started with ``--no-history``;
 - on a Local runtime (``zodex local start``, MCP over HTTP): trivial exec p50 and the
-  throughput with a viewer subscribed to ``/v1/events`` (output included) against none.
+  throughput with a viewer subscribed to ``/v1/events`` (output included) against none;
+- the fleet (root only, else skipped with the reason; ``--fleet-only`` runs just this):
+  four ``zodex host serve`` in network namespaces behind a ``zodex gateway serve``, with
+  ``scripts/fleet_harness.py``. Trivial exec through the gateway and a host over
+  ``tcp://`` + CURVE against a ``zodex sprite serve`` on this machine (workers over
+  ``ipc://``), both MCP over HTTP with the same accounts and privilege model; p99 of a
+  trivial call while the 16 streams are spread over 4 hosts against all on one; CPU time
+  per trivial call of the gateway (what sets how many replicas), the host and Sprite.
 
 Benchmarks are not tests: nothing here asserts; targets are printed beside the figures.
 """
@@ -23,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import errno
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -43,6 +52,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 SHELL = os.environ.get("SHELL") or "/bin/sh"
 GATEWAY = str(Path(sys.executable).parent / "zodex-gateway")
+Row = tuple[str, str, str, str, str]  # figure, zodex, floor (or baseline), ratio, target
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -244,15 +254,213 @@ async def timed_runs(bench: Bench, workdir: Path) -> list[float]:
     return runs
 
 
-async def main(quick: bool) -> None:
-    n = 30 if quick else 200
+# ---- fleet: hosts in network namespaces behind a gateway --------------------------------
+
+# The streaming load of the single-machine figures: one long-lived process printing a line
+# every millisecond, 16 of them (16,000 lines/s), run by the hosts' agent accounts.
+HOST_STREAMER = (
+    "python3 -u -c 'import time, itertools\n"
+    'for i in itertools.count(): print("stream line", i, flush=True); time.sleep(0.001)\''
+)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` (all its threads), from ``/proc/<pid>/stat``."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU time each process spent over the calls measured, summed over blocks."""
+
+    def __init__(self, **pids: int) -> None:
+        self.pids = pids
+        self.spent = dict.fromkeys(pids, 0.0)
+        self.calls = dict.fromkeys(pids, 0)
+
+    async def block(self, name: str, run: Any) -> list[float]:
+        pid = self.pids[name]
+        before = cpu_seconds(pid)
+        times: list[float] = await run()
+        self.spent[name] += cpu_seconds(pid) - before
+        self.calls[name] += len(times)
+        return times
+
+    def per_call_ms(self, name: str) -> float:
+        return self.spent[name] / self.calls[name] * 1000
+
+
+@contextlib.asynccontextmanager
+async def http_bench(url: str) -> Any:
+    """A :class:`Bench` over MCP's streamable HTTP, one keep-alive connection."""
+    async with (
+        httpx.AsyncClient(timeout=300) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield Bench(client, Path("/"))
+
+
+async def streams_p99(
+    benches: list[Bench], dirs: list[Path], probe: Bench, probe_dir: Path, n: int
+) -> list[float]:
+    """Trivial calls on ``probe`` while 16 streams run, stream ``i`` on ``benches[i % k]`` in
+    ``dirs[i % k]``; the streams are killed afterwards."""
+    started = []
+    try:
+        for i in range(16):
+            bench, workdir = benches[i % len(benches)], dirs[i % len(dirs)]
+            r = await bench.exec(HOST_STREAMER, workdir, yield_time_ms=50)
+            started.append((bench, r["session_handle"]))
+        await asyncio.sleep(0.5)  # let the streams get going, as the single-machine figure does
+        return await probe.trivial(n, probe_dir)
+    finally:
+        for bench, handle in started:
+            await bench.call("write_stdin", session_handle=handle, kill_process=True)
+
+
+async def fleet_rows(n: int) -> list[Row]:
+    """Trivial exec through a gateway and a host in a network namespace (tcp:// + CURVE)
+    against a Sprite service on this machine (ipc://), both MCP over HTTP with the same
+    privilege model, interleaved in blocks; the p99 of a trivial call while 16 streams run
+    spread over 4 hosts against all on one host; the CPU time per trivial call of the
+    gateway, the host and the Sprite service."""
+    import fleet_harness as fh
+
+    from zodex_gateway.hosts import keys
+
+    reason = fh.netns_unavailable()
+    if reason is not None:
+        print(f"fleet section skipped: {reason}", flush=True)
+        return []
+    stack = contextlib.ExitStack()
+    try:
+        python = stack.enter_context(fh.runnable_install()) / "bin" / "python3"
+        base = Path(tempfile.mkdtemp(prefix="zodex-bench-fleet-", dir="/tmp"))
+        stack.callback(shutil.rmtree, base, ignore_errors=True)
+        base.chmod(0o755)
+        gateway_keys = base / "gateways"
+        gateway_keys.mkdir(mode=0o755)
+        keys.keygen(gateway_keys, "gw")  # the hosts read only gw.pub from here
+        hosts = [stack.enter_context(fh.fleet_host(f"bench{i}", python, gateway_keys)) for i in range(4)]
+        sprite = stack.enter_context(fh.sprite_service(python))
+        gateway = fh.Gateway(base / "gateway.toml", python)
+        fh.write_gateway_config(gateway.config, gateway_keys / "gw.key", hosts, gateway.port)
+        stack.callback(gateway.stop)
+        gateway.start()
+        assert gateway.process is not None and sprite.process is not None
+        for host in hosts:
+            for i in range(4):
+                (host.workspace / f"w{i}").mkdir(mode=0o750)
+                os.chown(host.workspace / f"w{i}", host.agent.uid, host.agent.gid)
+        return await _fleet_measure(n, fh, hosts, sprite, gateway)
+    finally:
+        # Cleanup is synchronous (no await): nothing interrupts it but a second Ctrl-C,
+        # which is ignored until everything is removed.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            stack.close()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+async def _fleet_measure(n: int, fh: Any, hosts: list[Any], sprite: Any, gateway: Any) -> list[Row]:
+    def host_url(host: Any) -> str:
+        return f"{gateway.url}/h/{host.name}/mcp?key={fh.mcp_key(host)}"
+
+    cpu = CpuMeter(gateway=gateway.process.pid, host=hosts[0].process.pid, sprite=sprite.process.pid)
+    async with contextlib.AsyncExitStack() as clients:
+        remote = [await clients.enter_async_context(http_bench(host_url(h))) for h in hosts]
+        local = await clients.enter_async_context(http_bench(f"{sprite.url}/mcp?key={sprite.key}"))
+
+        # 1. Trivial exec, remote host vs Sprite, alternating blocks so drift hits both.
+        await remote[0].trivial(20, hosts[0].workspace)
+        await local.trivial(20, sprite.workspace)
+        remote_times: list[float] = []
+        local_times: list[float] = []
+        rounds = 4
+        for _ in range(rounds):
+            local_times += await cpu.block("sprite", lambda: local.trivial(n // rounds, sprite.workspace))
+            remote_times += await cpu.block(
+                "gateway",
+                lambda: cpu.block("host", lambda: remote[0].trivial(n // rounds, hosts[0].workspace)),
+            )
+
+        # 2. p99 of a trivial call on host 0 while 16 streams run: spread over the 4 hosts
+        # (4 on each, in one workdir) or all on host 0 (4 in each of 4 workdirs). Either way
+        # the probed worker serves 4 streams; what differs is the host's other workers.
+        spread: list[float] = []
+        one: list[float] = []
+        probe_dir = hosts[0].workspace / "w0"
+        for _ in range(2):
+            spread += await streams_p99(
+                remote, [h.workspace / "w0" for h in hosts], remote[0], probe_dir, n // 2
+            )
+            one += await streams_p99(
+                [remote[0]], [hosts[0].workspace / f"w{i}" for i in range(4)], remote[0], probe_dir, n // 2
+            )
+
+    r50, s50 = percentile(remote_times, 50), percentile(local_times, 50)
+    r90, s90 = percentile(remote_times, 90), percentile(local_times, 90)
+    p99_spread, p99_one = percentile(spread, 99), percentile(one, 99)
+    gw_ms = cpu.per_call_ms("gateway")
+    return [
+        (
+            "fleet trivial exec p50, host over tcp+CURVE vs Sprite over ipc (both MCP over HTTP)",
+            f"{r50 * 1000:.2f} ms",
+            f"{s50 * 1000:.2f} ms",
+            f"{r50 / s50:.2f}x",
+            "≤ 1.3x",
+        ),
+        (
+            "fleet trivial exec p90, host vs Sprite",
+            f"{r90 * 1000:.2f} ms",
+            f"{s90 * 1000:.2f} ms",
+            f"{r90 / s90:.2f}x",
+            "",
+        ),
+        (
+            "fleet trivial p99, 16 streams over 4 hosts vs on 1 host",
+            f"{p99_spread * 1000:.2f} ms",
+            f"{p99_one * 1000:.2f} ms",
+            f"{p99_spread / p99_one:.2f}x",
+            "≤ 1.2x",
+        ),
+        (
+            "fleet trivial p50, 16 streams over 4 hosts vs on 1 host",
+            f"{percentile(spread, 50) * 1000:.2f} ms",
+            f"{percentile(one, 50) * 1000:.2f} ms",
+            f"{percentile(spread, 50) / percentile(one, 50):.2f}x",
+            "",
+        ),
+        (
+            "fleet gateway CPU per trivial call",
+            f"{gw_ms:.2f} ms",
+            "",
+            "",
+            f"≈ {1000 / gw_ms:.0f} calls/s per core",
+        ),
+        ("fleet host CPU per trivial call", f"{cpu.per_call_ms('host'):.2f} ms", "", "", ""),
+        ("Sprite service CPU per trivial call", f"{cpu.per_call_ms('sprite'):.2f} ms", "", "", ""),
+    ]
+
+
+async def machine_rows(n: int, quick: bool) -> list[Row]:
+    """The single-machine figures: stdio, Local over HTTP, against the bare-PTY floor."""
     root = Path(tempfile.mkdtemp(prefix="zxb"))
+    try:
+        return await _machine_rows(root, n, quick)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _machine_rows(root: Path, n: int, quick: bool) -> list[Row]:
     (root / "run").mkdir(mode=0o700)
     dirs = [root / f"w{i}" for i in range(4)]
     for d in dirs:
         d.mkdir()
     env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "XDG_RUNTIME_DIR": str(root / "run")}
-    rows: list[tuple[str, str, str, str, str]] = []
+    rows: list[Row] = []
 
     floor_trivial(10)  # warm the page cache and the shell
     floor_times = floor_trivial(n)
@@ -373,10 +581,22 @@ async def main(quick: bool) -> None:
     ))  # fmt: skip
 
     rows += await local_viewer_rows(root, env, dirs[3], n, f50, mbps)
+    return rows
 
-    shutil.rmtree(root, ignore_errors=True)
+
+async def main(quick: bool, fleet_only: bool) -> None:
+    # SIGTERM and SIGHUP end the run as Ctrl-C does: the running task is cancelled at its
+    # next await, so every finally below removes what it made.
+    task = asyncio.current_task()
+    assert task is not None
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
+    n = 30 if quick else 200
+    rows = [] if fleet_only else await machine_rows(n, quick)
+    rows += await fleet_rows(n)
     print(
         f"zodex bench — {os.cpu_count()} cores, {n} samples, floor = bare PTY spawn of `$SHELL -c` from Python"
+        " (fleet rows: the baseline named in the figure)"
     )
     widths = [
         max(len(r[i]) for r in [*rows, ("figure", "zodex", "floor", "ratio", "target")]) for i in range(5)
@@ -391,4 +611,11 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="fewer samples")
-    asyncio.run(main(parser.parse_args().quick))
+    parser.add_argument(
+        "--fleet-only", action="store_true", help="only the fleet figures (root: hosts in network namespaces)"
+    )
+    args = parser.parse_args()
+    try:
+        asyncio.run(main(args.quick, args.fleet_only))
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        sys.exit("bench interrupted; what it had made is removed")
