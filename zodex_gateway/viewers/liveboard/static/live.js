@@ -21,6 +21,7 @@ export class Live {
     this.lostAt = Date.now();
     this.source = null;
     this.outputAgents = [];
+    this.agentsDuringFetch = null; // agents pushed while a recovery reads the list of agents
   }
 
   start() {
@@ -78,6 +79,7 @@ export class Live {
       case EVENT.AGENT_FIRST_SEEN:
       case EVENT.AGENT_UPDATED:
         this.store.upsertAgent(payload);
+        if (this.agentsDuringFetch) this.agentsDuringFetch.push(payload);
         break;
       case EVENT.PRESENTATION_UPDATED:
         this.store.upsertRecord(payload);
@@ -100,8 +102,19 @@ export class Live {
   async recover(sinceMs) {
     const since = Math.max(0, (sinceMs || Date.now()) - RECOVERY_MARGIN_MS);
     try {
-      const { agents } = await api.agents();
-      for (const agent of agents) this.store.upsertAgent(agent);
+      // A list of agents may be answered after a pushed change it predates (its running
+      // count would then stick at the older value): what was pushed meanwhile is applied
+      // again after it, in order, so the newest state of each agent is the one kept.
+      this.agentsDuringFetch = [];
+      let agents;
+      try {
+        ({ agents } = await api.agents());
+      } finally {
+        const pushed = this.agentsDuringFetch;
+        this.agentsDuringFetch = null;
+        for (const agent of agents || []) this.store.upsertAgent(agent);
+        for (const agent of pushed) this.store.upsertAgent(agent);
+      }
       let cursor = null;
       for (let page = 0; page < RECOVERY_PAGES; page++) {
         const found = await api.timeline({ recovery_since_ms: Math.floor(since), limit: MAX_PAGE_RECORDS, cursor });
