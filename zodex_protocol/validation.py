@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.handles import MAX_HANDLE_CHARS
 from zodex_protocol.limits import Limits
 
 MAX_WIRE_INT = 2**64
@@ -82,6 +83,8 @@ def check_write_args(args: Mapping[str, Any], limits: Limits) -> str:
     chars = check_type(args, "chars", str, required=False)
     check_type(args, "yield_time_ms", int, required=False)
     check_type(args, "kill_process", bool, required=False)
+    # No handle is longer; refused as any oversized argument rather than echoed back whole.
+    check_length("session_handle", handle, MAX_HANDLE_CHARS)
     if chars:
         check_length("chars", chars, limits.max_chars_chars)
     return str(handle)

@@ -80,8 +80,11 @@ async def test_argument_types_and_sizes(genv: GatewayEnv, connect, tmp_path: Pat
 
 async def test_unknown_handles(genv: GatewayEnv, connect, tmp_path: Path) -> None:
     async with connect(genv) as mcp:
-        for bogus in ("nope", "abcdefg1-0123456789", "", "x" * 200):
+        for bogus in ("nope", "abcdefg1-0123456789", "", "x" * 32):
             assert await mcp.error("write_stdin", session_handle=bogus) == f"Unknown session handle: {bogus}"
+        assert await mcp.error("write_stdin", session_handle="x" * 200) == (
+            "session_handle is too long (200 characters; the limit is 32)"
+        )
         r = await mcp.exec("sleep 30", str(tmp_path), yield_time_ms=50)
         real = r["session_handle"]
         # Same worker, forged random part: still unknown, never another session.

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.handles import MAX_HANDLE_CHARS
 from zodex_protocol.limits import Limits
 from zodex_protocol.validation import check_exec_args, check_patch_args, check_workdir, check_write_args
 
@@ -101,6 +102,17 @@ def test_write_args() -> None:
     assert refusal(check_write_args, {"session_handle": "h", "chars": "123456", "kill_process": True}, LIMITS)
     assert check_write_args({"session_handle": "h", "chars": "", "kill_process": False}, LIMITS) == "h"
     assert check_write_args({"session_handle": "h", "chars": "12345"}, LIMITS) == "h"
+
+
+def test_a_handle_longer_than_any_handle_is_refused_not_echoed() -> None:
+    longest = "h" * MAX_HANDLE_CHARS
+    assert check_write_args({"session_handle": longest}, LIMITS) == longest
+    assert refusal(check_write_args, {"session_handle": "h" * 33}, LIMITS) == (
+        "session_handle is too long (33 characters; the limit is 32)"
+    )
+    assert refusal(check_write_args, {"session_handle": "h" * 1_000_000}, LIMITS) == (
+        "session_handle is too long (1000000 characters; the limit is 32)"
+    )
 
 
 def test_patch_checks_workdir_before_the_patch(places: dict[str, str]) -> None:

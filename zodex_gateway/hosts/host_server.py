@@ -23,6 +23,8 @@ from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle
+from zodex_protocol.limits import Limits
+from zodex_protocol.validation import check_write_args
 
 log = logging.getLogger("zodex.host")
 
@@ -42,8 +44,9 @@ class IncarnationCheck:
     """A dispatcher that answers handles of the host's earlier lives itself: *lost* when
     the handle carries one of them, *unknown* when it carries none this host ever had."""
 
-    def __init__(self, inner: Dispatcher, host: str, current: str, earlier: set[str]) -> None:
+    def __init__(self, inner: Dispatcher, host: str, current: str, earlier: set[str], limits: Limits) -> None:
         self._inner = inner
+        self._limits = limits
         self._host = host
         self._current = current
         self._earlier = earlier
@@ -52,13 +55,14 @@ class IncarnationCheck:
         return await self._inner.exec_command(args, tag=tag)
 
     async def write_stdin(self, args: Mapping[str, Any]) -> Any:
-        text = args.get("session_handle")
-        if isinstance(text, str):
-            handle = SessionHandle.parse(text)
-            if handle is None or handle.host != self._current:
-                if handle is not None and handle.host in self._earlier:
-                    raise ProtocolError(ErrorCode.SESSION_LOST, host_lost_message(text, self._host))
-                raise ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {text}")
+        # The argument rules first, as in Local and Sprite: a bad argument is refused as such
+        # whatever the handle says.
+        text = check_write_args(args, self._limits)
+        handle = SessionHandle.parse(text)
+        if handle is None or handle.host != self._current:
+            if handle is not None and handle.host in self._earlier:
+                raise ProtocolError(ErrorCode.SESSION_LOST, host_lost_message(text, self._host))
+            raise ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {text}")
         return await self._inner.write_stdin(args)
 
     async def apply_patch(self, args: Mapping[str, Any]) -> Any:

@@ -173,7 +173,11 @@ def _transport(settings: HostSettings, prepared: PreparedHost, launcher: HelperL
     async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
         stop.add_cleanup(launcher.stop)  # after the workers: every process of the agent goes
         dispatcher = IncarnationCheck(
-            ZmqDispatcher(supervisor), settings.name, prepared.incarnation, prepared.earlier
+            ZmqDispatcher(supervisor),
+            settings.name,
+            prepared.incarnation,
+            prepared.earlier,
+            supervisor.runtime.limits,
         )
         server = HostServer(
             dispatcher,

@@ -20,6 +20,7 @@ from zodex_gateway.hosts.host_server import HostServer, IncarnationCheck
 from zodex_protocol.envelope import new_key
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle
+from zodex_protocol.limits import Limits
 from zodex_protocol.replies import Patched, SessionResult
 
 RESULT = SessionResult(
@@ -65,7 +66,7 @@ async def wire() -> AsyncIterator[Wire]:
     signing = new_key()
     recorder = Recorder()
     server = HostServer(
-        IncarnationCheck(recorder, "alpha", "cur000", {"old000"}),
+        IncarnationCheck(recorder, "alpha", "cur000", {"old000"}, Limits()),
         endpoint="tcp://127.0.0.1:*",
         secret_key=host_secret,
         signing_key=signing,
@@ -119,6 +120,20 @@ async def test_handles_of_earlier_host_incarnations_are_lost_and_others_unknown(
             await wire.gateway.write_stdin({"session_handle": never})
         assert unknown.value.message == f"Unknown session handle: {never}"
     assert [c[0] for c in wire.recorder.calls] == ["write_stdin"]  # only the current one went on
+
+
+async def test_the_host_checks_write_arguments_before_the_handle(wire: Wire) -> None:
+    old = str(SessionHandle.new("abcdefg", 1, "old000"))
+    refusals = {
+        "session_handle is too long (40 characters; the limit is 32)": {"session_handle": "x" * 40},
+        "kill_process must be a boolean": {"session_handle": old, "kill_process": "yes"},
+        "session_handle must be a string": {"session_handle": 7},
+    }
+    for message, args in refusals.items():
+        with pytest.raises(ProtocolError) as refused:
+            await wire.gateway.write_stdin(args)
+        assert (refused.value.code, refused.value.message) == (ErrorCode.INVALID_ARGUMENT, message)
+    assert wire.recorder.calls == []
 
 
 async def test_a_gateway_key_the_host_does_not_allow_gets_nothing(wire: Wire) -> None:
