@@ -21,6 +21,12 @@ group before it runs one instruction of the command) and moves itself back. Both
 are writes to ``cgroup.procs`` on the event-loop thread, the only thread that spawns.
 (``clone3(CLONE_INTO_CGROUP)`` cannot be used from Python without a fork of the whole
 interpreter, and glibc's ``posix_spawnattr_setcgroup_np`` needs glibc 2.41.)
+
+Only the two moves stay on a command's path. The next session's group is made, and its
+``cgroup.procs`` opened, ahead of time (:meth:`SessionGroups.prepare`, called while the
+previous command runs), and the worker's own ``cgroup.procs`` stays open, so a spawn costs
+two ``write`` calls. A move takes every thread of the process (about 11 µs each here), so
+the worker keeps few (docs/benchmarks.md#where-the-time-goes).
 """
 
 from __future__ import annotations
@@ -124,9 +130,15 @@ class Group:
 
     def populated(self) -> bool:
         try:
-            return "populated 1" in (self.path / "cgroup.events").read_text()
+            fd = os.open(os.path.join(self.path, "cgroup.events"), os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return False
+        try:
+            return b"populated 1" in os.read(fd, 256)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
 
     def holds(self, pid: int | str) -> bool:
         group = own_group(pid)
@@ -191,6 +203,15 @@ class Group:
 
     def remove(self) -> bool:
         """Remove the group and its descendants if they are empty; True if it is gone."""
+        try:
+            os.rmdir(self.path)  # a session's group almost never has groups below it
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EBUSY, errno.ENOTEMPTY):
+                log.warning("could not remove cgroup %s: %s", self.path, exc.strerror)
+                return False
         for directory in self._subtree():
             try:
                 directory.rmdir()
@@ -388,6 +409,8 @@ class SessionGroups:
         self.home = home  # where this process lives between spawns
         self.enabled = True
         self._made = 0
+        self._home_procs: int | None = None  # home's cgroup.procs, open while the worker lives
+        self._spare: tuple[Group, int] | None = None  # the next session's group and its cgroup.procs
 
     @classmethod
     def open(cls, runtime_dir: Path, worker_id: str, incarnation: int) -> SessionGroups | None:
@@ -405,7 +428,27 @@ class SessionGroups:
         except OSError as exc:
             log.warning("cannot create cgroup %s (%s); using the environment-marker sweep", worker.path, exc)
             return None
-        return cls(worker, Group(mount / own.lstrip("/"), own))
+        groups = cls(worker, Group(mount / own.lstrip("/"), own))
+        groups.prepare()
+        return groups
+
+    def prepare(self) -> None:
+        """Make the next session's group and open its ``cgroup.procs`` now, off a command's
+        path (the worker calls this while a command runs). A failure is left for the next
+        spawn, which meets it again and falls back as before."""
+        if self.enabled and self._spare is None:
+            with contextlib.suppress(OSError):
+                self._spare = self._make()
+
+    def _make(self) -> tuple[Group, int]:
+        self._made += 1
+        group = self.worker.child(f"s{self._made}")
+        os.mkdir(group.path)
+        try:
+            return group, os.open(os.path.join(group.path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            group.remove()
+            raise
 
     def spawn_in(self, spawn: Callable[[], T]) -> tuple[T, Group | None]:
         """Run ``spawn`` with this process inside a fresh session group, so that what it
@@ -413,16 +456,24 @@ class SessionGroups:
         not be used: the session then relies on the marker sweep)."""
         if not self.enabled:
             return spawn(), None
-        self._made += 1
-        group = self.worker.child(f"s{self._made}")
+        spare, self._spare = self._spare, None
         try:
-            group.path.mkdir()
-            _move_self(group)
+            if spare is None:
+                spare = self._make()
+            if self._home_procs is None:  # the way back is open before we leave
+                self._home_procs = os.open(self.home.path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+            os.write(spare[1], str(os.getpid()).encode())
         except OSError as exc:
             self.enabled = False
-            log.warning("cannot use cgroup %s (%s); using the environment-marker sweep", group.path, exc)
-            group.remove()
+            if spare is not None:
+                os.close(spare[1])
+                spare[0].remove()
+            log.warning(
+                "cannot use cgroup %s (%s); using the environment-marker sweep", self.worker.path, exc
+            )
             return spawn(), None
+        group, procs = spare
+        os.close(procs)
         try:
             result = spawn()
         except BaseException:
@@ -434,7 +485,8 @@ class SessionGroups:
 
     def _leave(self) -> None:
         try:
-            _move_self(self.home)
+            assert self._home_procs is not None
+            os.write(self._home_procs, str(os.getpid()).encode())
         except OSError as exc:
             # Never seen in practice; Group.kill refuses a group holding this process.
             self.enabled = False
@@ -442,10 +494,9 @@ class SessionGroups:
 
     def close(self, timeout: float = 5.0) -> None:
         """At exit: kill whatever is left in this worker's groups and remove them."""
+        for fd in (self._home_procs, self._spare[1] if self._spare is not None else None):
+            if fd is not None:
+                os.close(fd)
+        self._home_procs = self._spare = None
         if not self.worker.holds("self"):
             self.worker.kill_and_remove(timeout)
-
-
-def _move_self(group: Group) -> None:
-    with open(group.path / "cgroup.procs", "w") as f:
-        f.write(str(os.getpid()))

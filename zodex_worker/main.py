@@ -75,7 +75,9 @@ async def run(args: argparse.Namespace) -> int:
     request_endpoint = layout.request_endpoint(args.worker_id, args.incarnation)
     event_endpoint = layout.event_endpoint(args.worker_id, args.incarnation)
     router.bind(request_endpoint)
-    pub_context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    # Plain sockets on the same libzmq context: one I/O thread and one reaper thread in all,
+    # and every thread is moved with the worker on each spawn into a session's cgroup.
+    pub_context: zmq.Context[zmq.Socket[bytes]] = zmq.Context(shadow=context)
     # XPUB with a welcome message: a subscriber knows its subscription is live (no event
     # of the first command is lost to ZeroMQ's slow-joiner window) when "welcome" arrives.
     pub = pub_context.socket(zmq.XPUB)

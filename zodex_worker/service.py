@@ -218,9 +218,13 @@ class WorkerService:
     ) -> tuple[Terminal, Group | None]:
         """Spawn inside the session's own cgroup when the worker has them
         (docs/sessions.md#process-groups-and-cgroups)."""
-        if self.config.cgroups is None:
+        groups = self.config.cgroups
+        if groups is None:
             return spawn_terminal(argv, workdir, env), None
-        return self.config.cgroups.spawn_in(lambda: spawn_terminal(argv, workdir, env))
+        spawned = groups.spawn_in(lambda: spawn_terminal(argv, workdir, env))
+        # The next session's group is made while this command runs, not on its path.
+        asyncio.get_running_loop().call_soon(groups.prepare)
+        return spawned
 
 
 def _report_eviction(result: SessionResult, evicted: Session) -> SessionResult:

@@ -92,7 +92,8 @@ class Session:
         self._term_task: asyncio.Task[None] | None = None
         self._members: list[proctree.ProcInfo] = []
         self.pid = terminal.pid
-        self.pid_start = proctree.start_time(self.pid)
+        # Only the marker sweep needs the leader's start time; a group lists its own members.
+        self.pid_start = proctree.start_time(self.pid) if group is None else None
         reaper.watch(self.pid, self._leader_exited)
         self._loop.add_reader(terminal.fd, self._readable)
         self._timeout = self._loop.call_later(timeout_ms / 1000, self._timed_out)
