@@ -32,6 +32,17 @@ TOOLS = ("exec_command", "write_stdin", "apply_patch")
 # ZeroMQ's heartbeat: a gateway that stops answering is dropped; the gateway does the same.
 HEARTBEAT_IVL_MS = 500
 HEARTBEAT_TIMEOUT_MS = 1500
+# A peer must finish the CURVE handshake this soon, or it is dropped: one that connects and
+# sends nothing, or trickles its greeting, holds no connection for long.
+HANDSHAKE_IVL_MS = 5000
+
+
+def max_message_bytes(limits: Limits) -> int:
+    """The largest message the host reads: its largest argument in UTF-8's worst case, plus
+    room for the envelope and the other arguments. ZeroMQ enforces it on every frame, those
+    of a peer that has not authenticated yet included (it would otherwise buffer whatever
+    size a frame claims)."""
+    return 4 * max(limits.max_patch_chars, limits.max_cmd_chars, limits.max_chars_chars) + 1024**2
 
 
 def host_lost_message(handle: str, host: str) -> str:
@@ -94,6 +105,7 @@ class HostServer:
         secret_key: bytes,
         signing_key: bytes,
         gateway_keys: set[bytes],
+        max_message: int = max_message_bytes(Limits()),
     ) -> None:
         self._dispatcher = dispatcher
         self._codec = WireCodec(signing_key)
@@ -109,6 +121,8 @@ class HostServer:
         self._socket.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
         self._socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
         self._socket.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a reply to a gone gateway is dropped
+        self._socket.setsockopt(zmq.MAXMSGSIZE, max_message)
+        self._socket.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_IVL_MS)
         self._socket.bind(endpoint)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = asyncio.Event()

@@ -26,7 +26,7 @@ from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.runtime_dirs import hold_lock, write_owner_file
 from zodex_gateway.fleet.supervisor import Supervisor
 from zodex_gateway.hosts import keys
-from zodex_gateway.hosts.host_server import HostServer, IncarnationCheck
+from zodex_gateway.hosts.host_server import HostServer, IncarnationCheck, max_message_bytes
 from zodex_gateway.hosts.incarnations import start_incarnation
 from zodex_gateway.hosts.settings import HostSettings
 from zodex_gateway.serve.transports import Serve, StopSignal, serve_until_stopped
@@ -185,6 +185,7 @@ def _transport(settings: HostSettings, prepared: PreparedHost, launcher: HelperL
             secret_key=prepared.secret_key,
             signing_key=prepared.signing_key,
             gateway_keys=prepared.gateway_keys,
+            max_message=max_message_bytes(supervisor.runtime.limits),
         )
         stop.add_graceful_exit(server.stop)
         log.info(

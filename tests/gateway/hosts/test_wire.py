@@ -16,7 +16,7 @@ import zmq
 import zmq.asyncio
 
 from zodex_gateway.fleet.remote import RemoteDispatcher
-from zodex_gateway.hosts.host_server import HostServer, IncarnationCheck
+from zodex_gateway.hosts.host_server import HANDSHAKE_IVL_MS, HostServer, IncarnationCheck, max_message_bytes
 from zodex_protocol.envelope import new_key
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle
@@ -157,6 +157,42 @@ async def test_a_gateway_key_the_host_does_not_allow_gets_nothing(wire: Wire) ->
     finally:
         await stranger.close()
         context.term()
+
+
+def _port(wire: Wire) -> int:
+    return int(wire.server.bound.rsplit(":", 1)[1])
+
+
+_CURVE_GREETING = b"\xff" + bytes(8) + b"\x7f\x03\x00" + b"CURVE".ljust(20, b"\x00") + bytes(32)
+
+
+async def test_a_peer_that_never_authenticated_cannot_make_the_host_buffer_a_huge_frame(wire: Wire) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", _port(wire))
+    try:
+        # A command frame claiming 1 GiB: without a size limit ZeroMQ would buffer all of it
+        # for a peer that has not even finished the handshake.
+        writer.write(_CURVE_GREETING + b"\x06" + (1024**3).to_bytes(8, "big"))
+        await writer.drain()
+        assert max_message_bytes(Limits()) < 1024**3
+        async with asyncio.timeout(3.0):
+            while await reader.read(65536):
+                pass  # the host's greeting, then end of stream: it dropped the connection
+    finally:
+        writer.close()
+    assert await wire.gateway.exec_command({"cmd": "true", "workdir": "/w"}) == RESULT
+
+
+async def test_a_peer_that_connects_and_never_sends_is_dropped(wire: Wire) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", _port(wire))
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(HANDSHAKE_IVL_MS / 1000 + 3.0):
+            while await reader.read(65536):
+                pass
+    finally:
+        writer.close()
+    assert time.monotonic() - started >= HANDSHAKE_IVL_MS / 1000 - 0.5
+    assert await wire.gateway.exec_command({"cmd": "true", "workdir": "/w"}) == RESULT
 
 
 async def test_a_host_that_goes_away_fails_calls_within_3_seconds(wire: Wire) -> None:
