@@ -64,7 +64,9 @@ class ReplayGuard:
         if message_id in self._seen:
             raise ProtocolError(ErrorCode.REPLAYED, f"message {message_id} was already received")
         self._seen.add(message_id)
-        self._order.append((now, message_id))
+        # Remembered until its own timestamp leaves the window: a sender whose clock is ahead
+        # stamps messages that stay acceptable for longer than a window after they arrive.
+        self._order.append((max(now, sent_at), message_id))
 
 
 class WireCodec:

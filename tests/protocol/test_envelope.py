@@ -66,6 +66,15 @@ def test_replay_guard_forgets_after_window() -> None:
         guard.check("a", 100.0, now=120.0)
 
 
+def test_replay_guard_remembers_a_message_from_a_clock_ahead_until_its_stamp_expires() -> None:
+    guard = ReplayGuard(window=10)
+    guard.check("ahead", 108.0, now=100.0)  # the sender's clock is 8 s ahead: accepted
+    guard.check("later", 111.0, now=111.0)  # more than a window after "ahead" arrived
+    with pytest.raises(ProtocolError) as err:
+        guard.check("ahead", 108.0, now=111.0)  # its stamp is still inside the window
+    assert err.value.message == "message ahead was already received"
+
+
 def test_version_mismatch() -> None:
     frames = WireCodec(KEY).serialize(Envelope(type="ping", body={}, version=PROTOCOL_VERSION + 1))
     with pytest.raises(ProtocolError) as err:
