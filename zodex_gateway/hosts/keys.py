@@ -7,6 +7,7 @@ bytes. ``keygen`` writes them, never over an existing file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -116,9 +117,14 @@ def _write_new(path: Path, text: str, mode: int) -> None:
         raise KeyFileError(
             f"{path} exists; keygen never overwrites a key (remove it first to replace it)"
         ) from None
-    with os.fdopen(fd, "w", encoding="ascii") as out:
-        os.fchmod(out.fileno(), mode)  # whatever the umask
-        out.write(text + "\n")
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as out:
+            os.fchmod(out.fileno(), mode)  # whatever the umask
+            out.write(text + "\n")
+    except OSError:
+        with contextlib.suppress(OSError):
+            path.unlink()  # a key cut short is no key
+        raise
 
 
 def keygen(directory: Path, name: str, kind: str = "curve") -> list[Path]:
@@ -145,6 +151,14 @@ def keygen(directory: Path, name: str, kind: str = "curve") -> list[Path]:
             raise KeyFileError(
                 f"{path} exists; keygen never overwrites a key (remove it first to replace it)"
             )
+    written: list[Path] = []
     for path, text, mode in targets:
-        _write_new(path, text, mode)
-    return [path for path, _t, _m in targets]
+        try:
+            _write_new(path, text, mode)
+        except OSError as exc:
+            for done in written:  # never half a pair
+                with contextlib.suppress(OSError):
+                    done.unlink()
+            raise KeyFileError(f"cannot write {path}: {exc.strerror or exc}") from None
+        written.append(path)
+    return written

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -55,6 +58,39 @@ def test_keygen_refusals_change_nothing(tmp_path: Path, args: list[str], message
     done = CliRunner().invoke(cli, ["host", "keygen", "--out", str(tmp_path), *args])
     assert done.exit_code == 1 and message in done.output and done.output.startswith("error: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_keygen_that_cannot_write_says_so_in_one_line_and_leaves_no_half_pair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_write = keys._write_new
+
+    def full_disk_on_pub(path: Path, text: str, mode: int) -> None:
+        if path.suffix == ".pub":
+            raise OSError(28, "No space left on device")
+        real_write(path, text, mode)
+
+    monkeypatch.setattr(keys, "_write_new", full_disk_on_pub)
+    done = CliRunner().invoke(cli, ["host", "keygen", "--out", str(tmp_path), "--name", "alpha"])
+    assert done.exit_code == 1
+    assert done.output == f"error: cannot write {tmp_path / 'alpha.pub'}: No space left on device\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run keygen as another account")
+def test_keygen_in_a_directory_it_cannot_write_is_one_line() -> None:
+    zodex = Path(sys.executable).parent / "zodex"
+    with tempfile.TemporaryDirectory(dir="/tmp") as made:
+        out = Path(made)
+        out.chmod(0o755)  # root's, in reach of nobody, who may not write in it
+        done = subprocess.run(
+            ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+             str(zodex), "host", "keygen", "--out", str(out), "--name", "alpha"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        assert done.stderr == f"error: cannot write {out / 'alpha.key'}: Permission denied\n"
+        assert list(out.iterdir()) == []
 
 
 def test_keygen_needs_an_existing_directory(tmp_path: Path) -> None:
