@@ -30,7 +30,8 @@ def _absolute(path: Path) -> Path:
     return path if path.is_absolute() else Path.cwd() / path
 
 
-_CONFIG = click.Path(dir_okay=False, readable=False, path_type=Path)
+# Every refusal of a config path is the loader's one line, a directory's included.
+_CONFIG = click.Path(readable=False, path_type=Path)
 
 
 @click.group()

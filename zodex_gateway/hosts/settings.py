@@ -246,7 +246,9 @@ def parse_gateway_document(document: Mapping[str, Any], config_path: Path) -> Ga
                 shared.setdefault(section, {})[leaf] = raw
             else:
                 raise _unknown(name, (*GATEWAY_KEYS, *GATEWAY_SHARED_KEYS), "gatewaytoml")
-    if not isinstance(hosts_raw, list) or not hosts_raw:
+    if hosts_raw is not None and not isinstance(hosts_raw, list):
+        raise ConfigError("hosts must be [[hosts]] tables, one per host")
+    if not hosts_raw:
         raise ConfigError("at least one [[hosts]] table is required")
     hosts = tuple(_host_entry(i, entry) for i, entry in enumerate(hosts_raw))
     names = [h.name for h in hosts]

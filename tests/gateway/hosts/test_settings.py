@@ -86,6 +86,7 @@ def test_gateway_defaults_and_hosts() -> None:
     ("document", "message"),
     [
         ({"gateway": {"secret-key": "/k"}}, "at least one [[hosts]] table is required"),
+        ({"gateway": {"secret-key": "/k"}, "hosts": 5}, "hosts must be [[hosts]] tables, one per host"),
         (_gateway(_entry(), _entry()), "hosts: the name 'alpha' is given twice"),
         ({"hosts": [_entry()]}, "gateway.secret-key is required"),
         (_gateway(_entry(**{"mcp-key": None})), "hosts[0].mcp-key is required"),
@@ -121,3 +122,8 @@ def test_serve_commands_refuse_a_missing_or_bad_config_in_one_line(tmp_path: Pat
     done = runner.invoke(cli, ["host", "serve", "--config", str(bad)])
     assert done.exit_code == 1
     assert done.output.startswith(f"zodex host serve: {bad}: sprite.port is a Sprite HTTP key")
+    for command in ("host", "gateway"):
+        done = runner.invoke(cli, [command, "serve", "--config", str(tmp_path)])
+        assert done.exit_code == 1
+        assert done.output.startswith(f"zodex {command} serve: {tmp_path}: cannot read: ")
+        assert done.output.count("\n") == 1, done.output
