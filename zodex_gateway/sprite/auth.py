@@ -2,8 +2,9 @@
 ``/mcp/`` with the key, nothing else.
 
 - The key comes as ``?key=<key>`` (what ChatGPT connectors send) or ``Authorization: Bearer
-  <key>``, compared in constant time. Anything else — no key, a wrong one, the key in
-  another header or a form field — is 401 with an empty body: a scanner learns nothing.
+  <key>``, compared in constant time. Anything else — no key, a wrong one, two different
+  ones, the key in another header or a form field — is 401 with an empty body, on every
+  path but ``/health``: a scanner learns nothing, not even which paths exist.
 - Any Host is accepted unless ``sprite.allowed-hosts`` is set; then the Host header must be
   one of them (a name alone allows any port), else 421 with an empty body.
 - The key is the file's: its metadata is looked at on each request (one ``stat``), so a key
@@ -60,11 +61,10 @@ class KeySource:
         return self._key
 
 
-def query_key(scope: Scope) -> str | None:
-    """The ``key`` parameter of the query string (the first, if several)."""
+def query_keys(scope: Scope) -> list[str]:
+    """Every ``key`` parameter of the query string, in order."""
     query = bytes(scope.get("query_string", b"")).decode("latin-1")
-    values = urllib.parse.parse_qs(query, keep_blank_values=True).get("key")
-    return values[0] if values else None
+    return urllib.parse.parse_qs(query, keep_blank_values=True).get("key", [])
 
 
 def _without_key(scope: Scope) -> Scope:
@@ -94,11 +94,13 @@ class SpriteFront:
         if path == "/health" and scope["method"] in ("GET", "HEAD"):
             await _body(send, 200, self._health, scope["method"] == "HEAD")
             return
-        if path not in MCP_PATHS:
-            await _empty(send, 404)
-            return
+        # Without the key every other request is 401, whatever its path or method: a
+        # scanner cannot even tell which paths exist.
         if not self._key_ok(scope):
             await _empty(send, 401)
+            return
+        if path not in MCP_PATHS:
+            await _empty(send, 404)
             return
         admitted = {**_without_key(scope), "path": "/mcp", "raw_path": b"/mcp"}
         await self._mcp.serve_admitted(admitted, receive, send)
@@ -107,12 +109,13 @@ class SpriteFront:
         expected = self._keys.current()
         if expected is None:
             return False
-        given = query_key(scope)
         bearer = guard.bearer(scope)
-        # Two different keys in one request are refused, whichever one is right.
-        if given is not None and bearer is not None and given != bearer:
+        given = set(query_keys(scope)) | ({bearer} if bearer is not None else set())
+        # Two different keys in one request (two ``key`` parameters, or one and a Bearer
+        # header) are refused, whichever one is right.
+        if len(given) != 1:
             return False
-        return guard.secret_matches(given if given is not None else bearer, expected)
+        return guard.secret_matches(given.pop(), expected)
 
     def _host_allowed(self, scope: Scope) -> bool:
         if not self._allowed_hosts:

@@ -29,10 +29,14 @@ def test_health_is_open_and_nothing_else_is_served(sprite: Sprite) -> None:
         assert health.status_code == 200
         body = health.json()
         assert body["status"] == "ok" and body["component"] == "zodex-sprite" and body["version"]
-        for path in ("/", "/v1/events", "/mcpx", "/health/x", "/observer"):
+        for path in ("/", "/v1/events", "/mcpx", "/mcp/extra", "/health/x", "/observer"):
             answer = http.get(path, params={"key": sprite.key})
-            assert answer.status_code == 404, path
-            assert answer.content == b""
+            assert (answer.status_code, answer.content) == (404, b""), path
+            # Without the key the same paths are 401: nothing tells a scanner what exists.
+            for method in ("GET", "HEAD", "POST", "OPTIONS"):
+                answer = http.request(method, path)
+                assert (answer.status_code, answer.content) == (401, b""), (method, path)
+        assert (http.post("/health").status_code, http.post("/health").content) == (401, b"")
 
 
 def test_anything_but_the_key_in_its_place_is_401_with_an_empty_body(sprite: Sprite) -> None:
@@ -55,6 +59,18 @@ def test_anything_but_the_key_in_its_place_is_401_with_an_empty_body(sprite: Spr
                 headers={**headers, "Authorization": f"Bearer {wrong}"},
                 params={"key": sprite.key},
             ),
+            http.post("/mcp", json=initialize, headers=headers, params=[("key", sprite.key), ("key", wrong)]),
+            http.post("/mcp", json=initialize, headers=headers, params=[("key", wrong), ("key", sprite.key)]),
+            # A key of the wrong length, with whitespace, or not ASCII.
+            http.post("/mcp", json=initialize, headers=headers, params={"key": sprite.key + "A"}),
+            http.post("/mcp", json=initialize, headers=headers, params={"key": sprite.key[:8]}),
+            http.post("/mcp", json=initialize, headers=headers, params={"key": f" {sprite.key}"}),
+            http.post("/mcp", json=initialize, headers=headers, params={"key": f"{sprite.key}\u00e9"}),
+            # Any other method, with no key.
+            http.get("/mcp", headers=headers),
+            http.head("/mcp"),
+            http.options("/mcp/"),
+            http.delete("/mcp"),
         ]
         for answer in attempts:
             assert (answer.status_code, answer.content) == (401, b"")
