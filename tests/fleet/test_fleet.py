@@ -206,17 +206,30 @@ async def test_a_host_that_stops_answering_fails_fast_while_another_keeps_stream
                 },
             )
         )
+    async with mcp(fleet.gw1, fleet.a) as on_a:
+        waiting = result_json(
+            await on_a.call_tool(
+                "exec_command", {"cmd": "sleep 30", "workdir": str(fleet.a.workspace), "yield_time_ms": 100}
+            )
+        )
+    workspace = str(fleet.a.workspace)
+    calls = [  # a long poll in flight as the host stops, then every tool while it is known down
+        ("write_stdin", {"session_handle": waiting["session_handle"], "yield_time_ms": 20_000}),
+        ("exec_command", {"cmd": "true", "workdir": workspace}),
+        (
+            "apply_patch",
+            {"patch": "*** Begin Patch\n*** Add File: p.txt\n+p\n*** End Patch", "workdir": workspace},
+        ),
+    ]
     assert fleet.a.process is not None
     fleet.a.process.send_signal(signal.SIGSTOP)
     try:
         async with mcp(fleet.gw1, fleet.a) as on_a, mcp(fleet.gw1, fleet.b) as on_b:
-            for _ in range(2):  # in flight as it stops, then while it is known down
+            for tool, args in calls:
                 with Stopwatch() as took:
-                    failed = await on_a.call_tool(
-                        "exec_command", {"cmd": "true", "workdir": str(fleet.a.workspace)}
-                    )
-                assert error_text(failed).startswith(f"host {fleet.a.name} is unreachable; ")
-                assert took.elapsed < 3.0, took.elapsed
+                    failed = await on_a.call_tool(tool, args)
+                assert error_text(failed).startswith(f"host {fleet.a.name} is unreachable; "), tool
+                assert took.elapsed < 3.0, (tool, took.elapsed)
                 polled = result_json(
                     await on_b.call_tool(
                         "write_stdin", {"session_handle": streaming["session_handle"], "yield_time_ms": 300}
@@ -230,6 +243,13 @@ async def test_a_host_that_stops_answering_fails_fast_while_another_keeps_stream
             await on_a.call_tool("exec_command", {"cmd": "echo back", "workdir": str(fleet.a.workspace)})
         )
     assert back["output"].strip() == "back"
+    async with mcp(fleet.gw2, fleet.a) as on_a:  # the session on A outlived the freeze
+        ended = result_json(
+            await on_a.call_tool(
+                "write_stdin", {"session_handle": waiting["session_handle"], "kill_process": True}
+            )
+        )
+    assert ended["termination_reason"] == "killed", ended
 
 
 async def test_a_restarted_host_answers_its_old_handles_lost(fleet: Fleet) -> None:
