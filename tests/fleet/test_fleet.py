@@ -165,6 +165,53 @@ async def test_exec_through_one_gateway_type_poll_and_kill_through_another(fleet
     assert again["status"] == "exited" and again["output"] == ""
 
 
+def _post(gateway: Gateway, host: Host, body: dict[str, object], session_id: str | None) -> httpx.Response:
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    if session_id is not None:
+        headers["Mcp-Session-Id"] = session_id
+    return httpx.post(
+        f"{gateway.url}/h/{host.name}/mcp?key={mcp_key(host)}", json=body, headers=headers, timeout=30
+    )
+
+
+def test_one_mcp_session_is_served_by_every_gateway_and_outlives_their_restarts(fleet: Fleet) -> None:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    begun = _post(fleet.gw1, fleet.a, init, None)
+    assert begun.status_code == 200, begun.text
+    session_id = begun.headers["mcp-session-id"]
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "exec_command",
+            "arguments": {"cmd": "echo same", "workdir": str(fleet.a.workspace)},
+        },
+    }
+
+    def served_by(gateway: Gateway) -> None:
+        answer = _post(gateway, fleet.a, call, session_id)
+        assert answer.status_code == 200, answer.text
+        assert "same" in answer.json()["result"]["content"][0]["text"], answer.text
+
+    served_by(fleet.gw2)
+    fleet.gw1.restart()
+    fleet.gw2.restart()
+    served_by(fleet.gw1)
+    served_by(fleet.gw2)
+    forged = _post(fleet.gw2, fleet.a, call, session_id[:-1] + ("0" if session_id[-1] != "0" else "1"))
+    assert forged.status_code == 404 and "was not issued by this server" in forged.text, forged.text
+
+
 async def test_every_gateway_restarts_mid_stream_and_the_old_handle_reads_the_rest(fleet: Fleet) -> None:
     count = 60
     async with mcp(fleet.gw1, fleet.b) as session:
