@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,9 @@ log = logging.getLogger("zodex.sprite")
 
 STOP_WAIT_S = 30.0
 STDERR_LINE_CHARS = 2000
+# A worker's stderr in the log: this many lines at once, then this many a second.
+STDERR_BURST_LINES = 200
+STDERR_LINES_PER_S = 2.0
 
 
 class HelperGone(Exception):
@@ -188,8 +192,47 @@ async def _reader(fd: int) -> asyncio.StreamReader:
     return reader
 
 
-async def _log_stderr(pid: int, fd: int) -> None:
-    """A worker's stderr, line by line, into the service's log (it cannot write the log itself)."""
+class LineBudget:
+    """How many lines of a worker's stderr reach the log: a burst, then a steady rate.
+
+    The worker runs as the agent, which can write anything to its stderr (ptrace lets it
+    make the worker write): unbounded, that would fill the service's disk and spend its
+    time logging. Counted on a clock read per line, no timer."""
+
+    def __init__(
+        self,
+        burst: int = STDERR_BURST_LINES,
+        per_s: float = STDERR_LINES_PER_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._burst = burst
+        self._per_s = per_s
+        self._clock = clock
+        self._tokens = float(burst)
+        self._at = clock()
+        self.dropped = 0
+
+    def take(self) -> bool:
+        now = self._clock()
+        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._per_s)
+        self._at = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        self.dropped += 1
+        return False
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped: a line from the agent cannot rewrite the
+    log's look on a terminal (carriage returns, escape sequences)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+async def _log_stderr(pid: int, fd: int, budget: LineBudget | None = None) -> None:
+    """A worker's stderr, line by line, into the service's log (it cannot write the log
+    itself), within a :class:`LineBudget`; the pipe is always drained."""
+    budget = budget or LineBudget()
     reader = await _reader(fd)
     while True:
         try:
@@ -197,11 +240,18 @@ async def _log_stderr(pid: int, fd: int) -> None:
         except ValueError:  # a line longer than the reader's limit
             line = b"(an over-long line)\n"
         except (OSError, asyncio.IncompleteReadError):
-            return
+            line = b""
         if not line:
-            return
-        text = line.decode("utf-8", "replace").rstrip()[:STDERR_LINE_CHARS]
+            break
+        if not budget.take():
+            continue
+        if budget.dropped:
+            log.warning("worker %d: %d lines of its stderr were not logged (too many)", pid, budget.dropped)
+            budget.dropped = 0
+        text = printable(line.decode("utf-8", "replace").rstrip()[:STDERR_LINE_CHARS])
         log.warning("worker %d: %s", pid, text)
+    if budget.dropped:
+        log.warning("worker %d: %d lines of its stderr were not logged (too many)", pid, budget.dropped)
 
 
 def stop_on_helper_loss() -> None:

@@ -62,13 +62,26 @@ def _read_status_file(path: Path) -> dict[str, Any] | str:
     return found
 
 
-def is_sprite_process(pid: int) -> bool:
-    """The pid is alive and runs ``… sprite serve …`` (a pid reused by another program is not ours)."""
+def is_sprite_process(pid: int, service_uid: int | None = None) -> bool:
+    """The pid is alive and runs ``… sprite serve …`` (a pid reused by another program is not
+    ours) and, with ``service_uid``, as the service account: the agent can start a process
+    with any command line, and could otherwise pass for a service that is gone."""
     try:
+        # Not the owner of /proc/<pid>: that is root for a process that dropped root.
+        if service_uid is not None and _real_uid(pid) != service_uid:
+            return False
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
     return b"sprite" in argv and b"serve" in argv
+
+
+def _real_uid(pid: int) -> int | None:
+    with open(f"/proc/{pid}/status", "rb") as status:
+        for line in status:
+            if line.startswith(b"Uid:"):
+                return int(line.split()[1])
+    return None
 
 
 def count_sessions(agent_user: str) -> int | None:
@@ -105,7 +118,8 @@ def sprite_status(settings: SpriteSettings) -> SpriteStatus:
     if isinstance(found, str):
         return SpriteStatus(False, found, None, None, None, None, active_sessions=None, **common)
     pid = int(found["pid"])
-    if not is_sprite_process(pid):
+    service = lookup_user(settings.service_user)
+    if service is None or not is_sprite_process(pid, service.uid):
         return SpriteStatus(
             False,
             f"the service (pid {pid}) is gone",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import queue
 import subprocess
 import threading
@@ -13,6 +14,7 @@ from pathlib import Path
 from tests.sprite.operator.conftest import ZODEX, Sprite
 from tests.sprite.operator.test_setup import one_line_error, owner_mode
 from tests.support.second_user import require_second_user, run_as_second_user, second_user_python
+from tests.support.waiting import wait_until
 
 ZODEX_MAIN = "import sys; from zodex_gateway.cli import main; sys.argv[0] = 'zodex'; main()"
 
@@ -87,6 +89,23 @@ def test_status_with_a_dead_pid_is_not_running(ready_sprite: Sprite) -> None:
     # A live pid that is not a Sprite (this test's own process) is not taken for one.
     status_file.write_text(json.dumps({"pid": os.getpid()}))
     one_line_error(ready_sprite.run("status"), f"the service (pid {os.getpid()}) is gone")
+    # Nor is a process of another account whose command line says "sprite serve": the
+    # agent can start one with any arguments, e.g. on the pid of a service that is gone.
+    agent_uid = pwd.getpwnam(ready_sprite.agent).pw_uid
+    lookalike = subprocess.Popen(
+        ["setpriv", f"--reuid={agent_uid}", "--regid=65534", "--clear-groups",
+         "/bin/bash", "-c", "read -r _", "sprite", "serve"],
+        stdin=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wait_until(
+            lambda: b"serve" in Path(f"/proc/{lookalike.pid}/cmdline").read_bytes(), what="the lookalike"
+        )
+        status_file.write_text(json.dumps({"pid": lookalike.pid}))
+        one_line_error(ready_sprite.run("status"), f"the service (pid {lookalike.pid}) is gone")
+    finally:
+        lookalike.kill()
+        lookalike.communicate()
 
 
 def test_logs_prints_the_last_lines(ready_sprite: Sprite) -> None:
