@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
@@ -105,3 +106,43 @@ async def test_sigterm_leaves_no_process_of_the_agent() -> None:
         # itself is in a root-owned one and is made fresh at the next start.
         runtime = sprite.runtime_dir / "runtime"
         assert not runtime.exists() or list(runtime.iterdir()) == []
+
+
+async def test_sigkill_of_the_service_leaves_no_process_of_the_agent() -> None:
+    """The root helper notices its service died (its end of the socketpair closes) and kills
+    every process of the agent, those the model started and one started outside the service."""
+    with sprite_setup() as sprite:
+        async with sprite.mcp() as mcp:
+            await mcp.call_tool(
+                "exec_command",
+                {
+                    "cmd": "setsid nohup sleep 1002 >/dev/null 2>&1 & (trap '' TERM HUP; sleep 1003) & sleep 300",
+                    "workdir": str(sprite.workspace),
+                    "yield_time_ms": 500,
+                },
+            )
+        outside = subprocess.Popen(
+            ["setpriv", f"--reuid={sprite.agent.uid}", f"--regid={sprite.agent.gid}", "--clear-groups",
+             "sleep", "1004"],
+        )  # fmt: skip
+        assert sprite.process is not None
+        assert len(agent_processes(sprite)) >= 4  # a worker, its command, two sleeps, outside
+        sprite.process.kill()
+        sprite.process.wait()
+        wait_until(
+            lambda: agent_processes(sprite) == [], timeout=15, what="the agent's processes to be killed"
+        )
+        assert outside.wait(timeout=10) == -9
+        # Then the helper itself exits: nothing of this Sprite is left running.
+        wait_until(lambda: not _runs(str(sprite.config)), timeout=15, what="the root helper to exit")
+
+
+def _runs(argument: str) -> bool:
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argument.encode() in argv:
+            return True
+    return False

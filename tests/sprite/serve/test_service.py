@@ -133,11 +133,16 @@ async def test_the_agent_cannot_read_the_key_anywhere(sprite: Sprite) -> None:
         f"grep -r -s . {sprite.state_dir} {sprite.base}/etc",
         f"cat {sprite.runtime_dir}/runtime/owner.json",
         "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -i key",
+        # The root helper (the service's child) and the worker ($PPID of the command).
+        f"for p in $(pgrep -P {pid}); do cat /proc/$p/environ /proc/$p/maps; ls -l /proc/$p/fd; done",
+        "ls -l /proc/$PPID/fd; tr '\\0' '\\n' < /proc/$PPID/environ; tr '\\0' ' ' < /proc/$PPID/cmdline",
+        f"ls -la {sprite.runtime_dir}/runtime {sprite.runtime_dir}/runtime/w; cat {sprite.runtime_dir}/runtime/w/*",
     ]
     async with sprite.mcp() as mcp:
         for probe in probes:
             result = tool_json(await mcp.call_tool("exec_command", {"cmd": probe, "workdir": "/"}))
             assert sprite.key not in result["output"], probe
+            assert f"-> {sprite.state_dir}" not in result["output"], probe  # no descriptor of it either
         denied = tool_json(
             await mcp.call_tool("exec_command", {"cmd": f"cat {sprite.key_file}", "workdir": "/"})
         )
