@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import zmq
-import zmq.asyncio
 
 from zodex_protocol import messages, tombstones
 from zodex_protocol.envelope import WireCodec, read_key_file
@@ -69,18 +68,18 @@ async def run(args: argparse.Namespace) -> int:
     layout = RuntimeLayout(args.runtime_dir)
     codec = WireCodec(read_key_file(layout.key_file))
     limits = Limits.from_dict(json.loads(args.limits))
-    context = zmq.asyncio.Context()
+    # One libzmq context, plain sockets served on the loop (zodex_protocol.loop_socket): one
+    # I/O thread and one reaper thread in all, and every thread is moved with the worker on
+    # each spawn into a session's cgroup.
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     router = context.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
     request_endpoint = layout.request_endpoint(args.worker_id, args.incarnation)
     event_endpoint = layout.event_endpoint(args.worker_id, args.incarnation)
     router.bind(request_endpoint)
-    # Plain sockets on the same libzmq context: one I/O thread and one reaper thread in all,
-    # and every thread is moved with the worker on each spawn into a session's cgroup.
-    pub_context: zmq.Context[zmq.Socket[bytes]] = zmq.Context(shadow=context)
     # XPUB with a welcome message: a subscriber knows its subscription is live (no event
     # of the first command is lost to ZeroMQ's slow-joiner window) when "welcome" arrives.
-    pub = pub_context.socket(zmq.XPUB)
+    pub = context.socket(zmq.XPUB)
     pub.setsockopt(zmq.LINGER, 0)
     pub.setsockopt(zmq.SNDHWM, EVENT_HWM)
     pub.setsockopt(zmq.XPUB_WELCOME_MSG, messages.WELCOME)

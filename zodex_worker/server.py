@@ -13,12 +13,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import zmq
-import zmq.asyncio
 
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.events import WorkerEvent
+from zodex_protocol.loop_socket import LoopSocket
 from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
 from zodex_worker.service import WorkerService
 
@@ -61,9 +61,11 @@ class EventPublisher:
 
 
 class WorkerServer:
-    def __init__(self, service: WorkerService, router: zmq.asyncio.Socket, codec: WireCodec) -> None:
+    def __init__(self, service: WorkerService, router: zmq.Socket[bytes], codec: WireCodec) -> None:
+        """``router`` is a plain socket: it is served on the loop through :class:`LoopSocket`."""
         self.service = service
         self._router = router
+        self._wire: LoopSocket | None = None
         self._codec = codec
         self._tasks: set[asyncio.Task[None]] = set()
         self.shutdown_requested = asyncio.Event()
@@ -76,14 +78,20 @@ class WorkerServer:
         }
 
     async def serve(self) -> None:
-        while True:
-            frames = await self._router.recv_multipart()
-            if len(frames) < 2:
-                continue  # not even a routing identity: nobody to answer
-            identity, payload = frames[0], frames[1:]
-            task = asyncio.create_task(self._answer(identity, payload))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        """Answer requests until cancelled; the router's owner closes it afterwards."""
+        self._wire = LoopSocket(self._router, self._on_request)
+        try:
+            await asyncio.get_running_loop().create_future()  # requests come through callbacks
+        finally:
+            self._wire.stop_reading()
+
+    def _on_request(self, frames: list[bytes]) -> None:
+        if len(frames) < 2:
+            return  # not even a routing identity: nobody to answer
+        identity, payload = frames[0], frames[1:]
+        task = asyncio.create_task(self._answer(identity, payload))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _answer(self, identity: bytes, payload: list[bytes]) -> None:
         try:
@@ -111,7 +119,9 @@ class WorkerServer:
         await self._send(identity, reply)
 
     async def _send(self, identity: bytes, reply: Envelope) -> None:
-        await self._router.send_multipart([identity, *self._codec.serialize(reply)])
+        assert self._wire is not None
+        # A ROUTER never waits to send: a reply to a gateway that is gone is dropped.
+        await self._wire.send([identity, *self._codec.serialize(reply)])
 
     async def _on_ping(self, _body: dict[str, Any]) -> tuple[str, Any]:
         return messages.PONG, self.service.ping().to_body()

@@ -20,6 +20,7 @@ from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.layout import WorkerRecord
+from zodex_protocol.loop_socket import LoopSocket
 
 
 class WorkerClient:
@@ -33,13 +34,15 @@ class WorkerClient:
         self.record = record
         self._codec = codec
         self._on_exit = on_exit
-        self._socket = context.socket(zmq.DEALER)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.connect(record.request_endpoint)
+        # A plain socket on the gateway's libzmq context, served on the loop by LoopSocket:
+        # no future per send and receive (pyzmq's asyncio layer).
+        socket: zmq.Socket[bytes] = zmq.Context(shadow=context).socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect(record.request_endpoint)
         self._pending: dict[str, asyncio.Future[Envelope]] = {}
         self._loop = asyncio.get_running_loop()
         self.alive = True
-        self._reader = self._loop.create_task(self._read_replies())
+        self._wire = LoopSocket(socket, self._on_reply)
         self._pidfd: int | None = None
         self._watch_process()
 
@@ -75,8 +78,7 @@ class WorkerClient:
             if not future.done():
                 future.set_exception(lost)
         self._pending.clear()
-        self._reader.cancel()
-        self._socket.close(linger=0)
+        self._wire.close()
         self._on_exit(self)
 
     async def request(self, type: str, body: dict[str, Any], timeout: float | None = None) -> Any:
@@ -87,24 +89,27 @@ class WorkerClient:
         future: asyncio.Future[Envelope] = self._loop.create_future()
         self._pending[message.id] = future
         try:
-            await self._socket.send_multipart(self._codec.serialize(message))
-            reply = await asyncio.wait_for(future, timeout)
+            try:
+                await self._wire.send(self._codec.serialize(message))
+            except zmq.ZMQError as exc:  # closed while waiting for room: the worker is gone
+                raise ProtocolError(
+                    ErrorCode.WORKER_LOST, f"worker for {self.record.workdir} exited"
+                ) from exc
+            reply = await (future if timeout is None else asyncio.wait_for(future, timeout))
         finally:
             self._pending.pop(message.id, None)
         if reply.type == messages.ERROR:
             raise ProtocolError.from_wire(reply.body)
         return reply.body
 
-    async def _read_replies(self) -> None:
-        while True:
-            frames = await self._socket.recv_multipart()
-            try:
-                reply = self._codec.deserialize(frames)
-            except ProtocolError:
-                continue  # unverifiable: cannot be trusted to resolve anything
-            future = self._pending.get(reply.reply_to or "")
-            if future is not None and not future.done():
-                future.set_result(reply)
+    def _on_reply(self, frames: list[bytes]) -> None:
+        try:
+            reply = self._codec.deserialize(frames)
+        except ProtocolError:
+            return  # unverifiable: cannot be trusted to resolve anything
+        future = self._pending.get(reply.reply_to or "")
+        if future is not None and not future.done():
+            future.set_result(reply)
 
     def close(self) -> None:
         if self.alive:
@@ -113,6 +118,5 @@ class WorkerClient:
                 self._loop.remove_reader(self._pidfd)
                 os.close(self._pidfd)
                 self._pidfd = None
-            self._reader.cancel()
             with contextlib.suppress(zmq.ZMQError):
-                self._socket.close(linger=0)
+                self._wire.close()
