@@ -80,7 +80,10 @@ def main(settings: SpriteSettings) -> int:
         return 1
     parent_end, helper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     helper_pid = os.fork()
-    if helper_pid == 0:  # the root helper: nothing of the network, nothing of the key
+    if helper_pid == 0:
+        # The root helper: nothing of the network, and no use of the key. It is forked
+        # after the key was checked, so its memory may still hold a copy: readable by root
+        # only, who can read the key file anyway.
         parent_end.close()
         prepared.sock.close()
         prepared.key = ""
