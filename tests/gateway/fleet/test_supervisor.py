@@ -277,3 +277,38 @@ async def test_a_handle_of_a_live_worker_this_gateway_never_met(
         assert record is not None and target.record == record
         assert proctree.is_alive(record.pid, record.pid_start)
         joined.clients.clear()  # leave the worker to its owner
+
+
+@pytest.mark.parametrize("planted", ["link", "empty directory"])
+async def test_something_planted_at_the_spawn_lock_is_removed_not_followed(
+    root: Path, owned: Runtime, workdir: str, planted: str
+) -> None:
+    """In Sprite the registry directory is the agent's to write: a link or directory in the
+    lock's place must neither be followed nor block the workdir."""
+    lock = owned.layout.spawn_lock(worker_id_for(workdir))
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    target = root / "target"
+    target.write_text("untouched")
+    if planted == "link":
+        lock.symlink_to(target)
+    else:
+        lock.mkdir()
+    async with supervising(owned) as supervisor:
+        client = await supervisor.worker_for(workdir)
+        assert (await run(client, "echo ok", workdir))["output"] == "ok\n"
+    assert target.read_text() == "untouched"
+    assert lock.is_file() and not lock.is_symlink()
+
+
+async def test_a_spawn_lock_that_cannot_be_replaced_is_a_clear_error(owned: Runtime, workdir: str) -> None:
+    lock = owned.layout.spawn_lock(worker_id_for(workdir))
+    (lock / "inside").mkdir(parents=True)  # a directory that is not empty is not removed
+    async with supervising(owned) as supervisor:
+        with pytest.raises(ProtocolError) as refused:
+            await supervisor.worker_for(workdir)
+    assert refused.value.code == ErrorCode.WORKER_UNAVAILABLE
+    assert refused.value.message == (
+        f"could not start a worker for {workdir}: its spawn lock {lock} cannot be opened "
+        "(Is a directory); retry"
+    )
+    assert (lock / "inside").is_dir() and not owned.layout.record_file(worker_id_for(workdir)).exists()
