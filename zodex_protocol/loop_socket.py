@@ -15,10 +15,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import zmq
 
 MESSAGES_PER_TURN = 256  # then other callbacks on the loop get a turn
+
+
+def plain_socket(context: zmq.Context[Any], kind: int) -> zmq.Socket[bytes]:
+    """A plain socket made by ``context`` (an asyncio one too), so that destroying the
+    context closes it as it closes the context's other sockets."""
+    made: zmq.Socket[bytes] = context.socket(kind, socket_class=zmq.Socket)
+    return made
 
 
 class LoopSocket:
@@ -44,7 +52,11 @@ class LoopSocket:
         for _ in range(MESSAGES_PER_TURN):
             if socket.closed or not self._reading:
                 return
-            events = int(socket.getsockopt(zmq.EVENTS))
+            try:
+                events = int(socket.getsockopt(zmq.EVENTS))
+            except zmq.ZMQError:  # closed under us (its context destroyed)
+                self.stop_reading()
+                return
             if events & zmq.POLLOUT and self._writable:
                 for waiter in self._writable:
                     if not waiter.done():

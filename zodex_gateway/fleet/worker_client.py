@@ -20,7 +20,7 @@ from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.layout import WorkerRecord
-from zodex_protocol.loop_socket import LoopSocket
+from zodex_protocol.loop_socket import LoopSocket, plain_socket
 
 
 class WorkerClient:
@@ -36,7 +36,7 @@ class WorkerClient:
         self._on_exit = on_exit
         # A plain socket on the gateway's libzmq context, served on the loop by LoopSocket:
         # no future per send and receive (pyzmq's asyncio layer).
-        socket: zmq.Socket[bytes] = zmq.Context(shadow=context).socket(zmq.DEALER)
+        socket = plain_socket(context, zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
         socket.connect(record.request_endpoint)
         self._pending: dict[str, asyncio.Future[Envelope]] = {}

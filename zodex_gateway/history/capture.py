@@ -36,6 +36,7 @@ from zodex_protocol.envelope import WireCodec
 from zodex_protocol.errors import ProtocolError
 from zodex_protocol.events import OutputEvent, ProcessEnded, ProcessStarted, WorkerEvent, decode_event
 from zodex_protocol.layout import WorkerRecord
+from zodex_protocol.loop_socket import plain_socket
 
 log = logging.getLogger("zodex.gateway")
 
@@ -78,8 +79,7 @@ class EventCapture:
         self._secrets = secrets
         self._streams: dict[str, OutputRedactor] = {}
         self._sink = sink
-        # Plain sockets on the gateway's libzmq context: read from loop callbacks.
-        self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context(shadow=context)
+        self._context = context  # its sockets here are plain ones, read from loop callbacks
         self._codec = codec
         self._readers: dict[tuple[str, int], _Reader] = {}
         self._last_seq: dict[str, int] = {}
@@ -110,7 +110,7 @@ class EventCapture:
         if self._writer is None:
             self._writer = threading.Thread(target=self._write_loop, name="history-capture", daemon=True)
             self._writer.start()
-        socket = self._context.socket(zmq.SUB)
+        socket = plain_socket(self._context, zmq.SUB)
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.RCVHWM, 10_000)
         socket.setsockopt(zmq.SUBSCRIBE, b"")
