@@ -26,6 +26,7 @@ import os
 import secrets
 import stat
 from dataclasses import asdict, dataclass, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
 
@@ -67,15 +68,15 @@ def read_small_file(path: Path, limit: int) -> bytes:
 class RuntimeLayout:
     root: Path
 
-    @property
+    @cached_property  # checked on every tool call (Supervisor._check_runtime_dir)
     def key_file(self) -> Path:
         return self.root / "key"
 
-    @property
+    @cached_property  # checked on every tool call (Supervisor._check_runtime_dir)
     def runtime_lock(self) -> Path:
         return self.root / "runtime.lock"
 
-    @property
+    @cached_property  # checked on every tool call (Supervisor._check_runtime_dir)
     def workers_dir(self) -> Path:
         return self.root / "w"
 
