@@ -126,9 +126,9 @@ def start(path: str | None, ttl: str | None) -> None:
     click.echo(f"  token file:      {d.mcp['token_path']}  (send it as X-Zodex-Local-Token)")
     never = f"never (stop with `{zodex_command('local', 'stop')}`)"
     click.echo(f"  expires:         {d.expires_at or never}")
-    click.echo(
-        f"Connect a client: `{zodex_command('local', 'mcp-config', '--client')} claude|codex|cursor|json`."
-    )
+    # One runnable command (a|b|c would paste as a pipeline); the other clients named apart.
+    connect = zodex_command("local", "mcp-config", "--client", "claude")
+    click.echo(f"Connect a client: `{connect}` (or --client codex, cursor or json).")
 
 
 @local.command()
@@ -154,7 +154,7 @@ def status(as_json: bool) -> None:
         click.echo(f"`{stop}` cleans up after it; `{logs}` shows more.")
         return
     if not info["running"]:
-        click.echo(f"Zodex Local is not running. Start it with `{zodex_command('local', 'start')} [PATH]`.")
+        click.echo(f"Zodex Local is not running. Start it with `{zodex_command('local', 'start')}`.")
         return
     click.echo(f"Zodex Local is running (runtime {info['runtime_id']}, pid {info['pid']}).")
     click.echo(f"  start directory:  {info['start_directory']}")
@@ -224,7 +224,14 @@ def _update_config(change: Callable[[LocalConfig], None]) -> None:
 
 
 @local.command()
-@click.option("--lines", "-n", default=50, show_default=True, help="How many of the last lines.")
+@click.option(
+    "--lines",
+    "-n",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="How many of the last lines.",
+)
 @click.option("--follow", "-f", is_flag=True, help="Then print each new line as it is written; Ctrl-C stops.")
 def logs(lines: int, follow: bool) -> None:
     """Print the end of the runtime's log (rotated at 2 MB, 3 kept): one line per tool call,

@@ -51,6 +51,15 @@ def test_unset_puts_a_key_back_to_its_default(local: LocalEnv) -> None:
     assert again.exit_code == 0, "unsetting what is not set is fine"
 
 
+def test_logs_refuses_a_negative_line_count(local: LocalEnv) -> None:
+    """-1 lines is a mistake, not an empty tail."""
+    for lines in ("-1", "-5"):
+        done = zodex(local, "logs", "--lines", lines)
+        assert done.exit_code == 2, done.output
+        assert f"Invalid value for '--lines' / '-n': {lines} is not in the range x>=0." in done.output
+    assert zodex(local, "logs", "--lines", "0").exit_code == 0
+
+
 def test_unset_refuses_an_unknown_key_and_a_contradiction_and_changes_nothing(local: LocalEnv) -> None:
     unknown = zodex(local, "config", "unset", "session.timeuot")
     assert (

@@ -37,21 +37,112 @@ def claude_server(printed: str) -> dict[str, object]:
 
 def test_the_connect_entry_in_each_clients_shape() -> None:
     with local_env() as local:
+        # Local's directories are not the default ones here: the entry carries them.
+        connect = {**CONNECT, "env": location(local)}
         printed, where = mcp_config(local, "--client", "claude")
-        assert claude_server(printed) == {"type": "stdio", **CONNECT}
+        assert claude_server(printed) == {"type": "stdio", **connect}
         assert "shell" in where
 
         printed, where = mcp_config(local, "--client", "codex")
-        assert tomllib.loads(printed) == {"mcp_servers": {"zodex": CONNECT}}
+        assert tomllib.loads(printed) == {"mcp_servers": {"zodex": connect}}
         assert "~/.codex/config.toml" in where
 
         printed, where = mcp_config(local, "--client", "cursor")
-        assert json.loads(printed) == {"mcpServers": {"zodex": CONNECT}}
+        assert json.loads(printed) == {"mcpServers": {"zodex": connect}}
         assert "mcp.json" in where
 
         for args in ((), ("--client", "json")):
             printed, _ = mcp_config(local, *args)
-            assert json.loads(printed) == {"transport": "stdio", **CONNECT}
+            assert json.loads(printed) == {"transport": "stdio", **connect}
+
+
+def location(local: LocalEnv) -> dict[str, str]:
+    env = local.env()
+    return {name: env[name] for name in ("XDG_STATE_HOME", "XDG_CONFIG_HOME")}
+
+
+def test_default_directories_put_no_env_in_the_entry(tmp_path: Path) -> None:
+    """Unset, empty or relative (which XDG ignores): the bridge finds the same directories
+    from HOME alone, so the entry names no variable."""
+    with local_env() as local:
+        for value in (None, "", "relative/state"):
+            env = local.env(HOME=str(tmp_path))
+            for name in ("XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+                env.pop(name)
+                if value is not None:
+                    env[name] = value
+            for client in ("claude", "codex", "cursor", "json"):
+                done = subprocess.run(
+                    [ZODEX, "local", "mcp-config", "--client", client],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+                assert done.returncode == 0, done.stderr
+                assert (
+                    '"env"' not in done.stdout and "env =" not in done.stdout and "XDG" not in done.stdout
+                ), (value, client, done.stdout)
+
+
+def test_the_entrys_env_finds_the_runtime_from_a_bare_environment(tmp_path: Path) -> None:
+    """A client that passes its server only HOME and PATH (Codex, MCP's TypeScript SDK):
+    the bridge started with the entry's env reaches the running runtime."""
+    odd = tmp_path / "état 🙂"  # stays one TOML string
+    with local_env() as local:
+        state = odd / "state"
+        env = local.env(XDG_STATE_HOME=str(state))
+        subprocess.run(
+            [ZODEX, "local", "start", str(tmp_path)], env=env, check=True, capture_output=True, timeout=60
+        )
+        try:
+            printed = subprocess.run(
+                [ZODEX, "local", "mcp-config", "--client", "codex"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout
+            entry = tomllib.loads(printed)["mcp_servers"]["zodex"]
+            assert entry["env"] == {"XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": env["XDG_CONFIG_HOME"]}
+            bare = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", **entry["env"]}
+            request = [
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": echo_call(tmp_path)},
+            ]
+            # stdin stays open until the answer: at end of input the bridge ends its calls.
+            with subprocess.Popen(
+                [entry["command"], *entry["args"]],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=bare,
+                text=True,
+            ) as bridge:
+                assert bridge.stdin is not None and bridge.stdout is not None
+                try:
+                    bridge.stdin.write("".join(json.dumps(m) + "\n" for m in request))
+                    bridge.stdin.flush()
+                    replies = [json.loads(bridge.stdout.readline()) for _ in range(2)]
+                finally:
+                    bridge.kill()
+            result = replies[1]["result"]
+            assert result["isError"] is False, result
+            assert result["structuredContent"]["output"] == "found\n"
+        finally:
+            subprocess.run([ZODEX, "local", "stop"], env=env, capture_output=True, timeout=60)
+
+
+INITIALIZE = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "t", "version": "1"},
+}
+
+
+def echo_call(workdir: Path) -> dict[str, object]:
+    return {"name": "exec_command", "arguments": {"cmd": "echo found", "workdir": str(workdir)}}
 
 
 def test_the_http_entry_names_the_running_url_and_token(tmp_path: Path) -> None:
@@ -105,28 +196,31 @@ def test_printed_commands_run_as_printed_from_a_relative_start(tmp_path: Path) -
         status = subprocess.run(
             [relative, "local", "status"], env=env, capture_output=True, text=True, timeout=60, cwd=checkout
         )
-        assert status.stdout == f"Zodex Local is not running. Start it with `{ZODEX} local start [PATH]`.\n"
-        printed = re.search(r"`([^`]+) \[PATH\]`", status.stdout)
-        assert printed is not None
+        assert status.stdout == f"Zodex Local is not running. Start it with `{ZODEX} local start`.\n"
+        # Each command is pasted exactly as printed, in another directory (the one to start in).
         started = subprocess.run(
-            ["/bin/sh", "-c", f"{printed.group(1)} {shlex.quote(str(tmp_path))}"],
+            ["/bin/sh", "-c", printed_command(status.stdout)],
             env=env,
             capture_output=True,
             text=True,
             timeout=60,
-            cwd=local.root,
+            cwd=tmp_path,
         )
         assert started.returncode == 0, started.stderr
+        assert f"start directory: {tmp_path}" in started.stdout
         assert f"never (stop with `{ZODEX} local stop`)" in started.stdout
-        assert f"`{ZODEX} local mcp-config --client claude|codex|cursor|json`" in started.stdout
+        connect = re.search(r"Connect a client: `([^`]+)`", started.stdout)
+        assert connect is not None, started.stdout
+        assert connect.group(1) == f"{ZODEX} local mcp-config --client claude"
         entry = subprocess.run(
-            [relative, "local", "mcp-config", "--client", "claude"],
+            ["/bin/sh", "-c", connect.group(1)],
             env=env,
             capture_output=True,
             text=True,
             timeout=60,
-            cwd=checkout,
+            cwd=tmp_path,
         )
+        assert entry.returncode == 0, entry.stderr
         assert claude_server(entry.stdout)["command"] == ZODEX
         stop = re.search(r"`([^`]+)`\)", started.stdout)
         assert stop is not None and stop.group(1) == f"{ZODEX} local stop"
@@ -134,3 +228,10 @@ def test_printed_commands_run_as_printed_from_a_relative_start(tmp_path: Path) -
             ["/bin/sh", "-c", stop.group(1)], env=env, capture_output=True, text=True, timeout=60, cwd="/"
         )
         assert stopped.stdout == "Zodex Local stopped.\n"
+
+
+def printed_command(line: str) -> str:
+    """The one command a line of output puts between backticks."""
+    commands = re.findall(r"`([^`]+)`", line)
+    assert len(commands) == 1, line
+    return str(commands[0])

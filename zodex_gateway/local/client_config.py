@@ -9,6 +9,7 @@ every call and so survives restarts, and whose configuration holds no token. Wit
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,20 +28,45 @@ class Snippet:
     text: str  # exactly what to paste
 
 
+# Where the bridge looks for the runtime and its configuration. Clients start servers with
+# only a few variables of their own (Codex and MCP's TypeScript SDK pass HOME, PATH and the
+# like; an app started from a desktop never saw the shell's), so values set here go in the
+# entry, or the bridge would look in the default directories and find no runtime.
+LOCATION_VARIABLES = ("XDG_STATE_HOME", "XDG_CONFIG_HOME")
+
+
+def location_env() -> dict[str, str]:
+    """The location variables set (to an absolute path, the only kind XDG honours) now."""
+    found = {name: os.environ.get(name, "") for name in LOCATION_VARIABLES}
+    return {name: value for name, value in found.items() if os.path.isabs(value)}
+
+
 def connect_snippet(client: str) -> Snippet:
-    """The stdio entry that starts ``<zodex> local connect``."""
+    """The stdio entry that starts ``<zodex> local connect``, with ``env`` when
+    :func:`location_env` finds any."""
     command = zodex_path()
+    env = location_env()
+    server: dict[str, object] = {"command": command, "args": CONNECT_ARGS}
+    if env:
+        server["env"] = env
     if client == "claude":
-        server: dict[str, object] = {"type": "stdio", "command": command, "args": CONNECT_ARGS}
-        return Snippet(_CLAUDE_WHERE, _claude_add(server))
+        return Snippet(_CLAUDE_WHERE, _claude_add({"type": "stdio", **server}))
     if client == "codex":
-        text = f"[mcp_servers.zodex]\ncommand = {json.dumps(command)}\nargs = {json.dumps(CONNECT_ARGS)}"
-        return Snippet(_CODEX_WHERE, text)
+        lines = ["[mcp_servers.zodex]", f"command = {_toml(command)}", f"args = {json.dumps(CONNECT_ARGS)}"]
+        if env:
+            pairs = ", ".join(f"{name} = {_toml(value)}" for name, value in env.items())
+            lines.append(f"env = {{ {pairs} }}")
+        return Snippet(_CODEX_WHERE, "\n".join(lines))
     if client == "cursor":
-        entry = {"mcpServers": {"zodex": {"command": command, "args": CONNECT_ARGS}}}
-        return Snippet(_CURSOR_WHERE, json.dumps(entry, indent=2))
-    generic = {"transport": "stdio", "command": command, "args": CONNECT_ARGS}
+        return Snippet(_CURSOR_WHERE, json.dumps({"mcpServers": {"zodex": server}}, indent=2))
+    generic = {"transport": "stdio", **server}
     return Snippet(_JSON_WHERE, json.dumps(generic, indent=2))
+
+
+def _toml(value: str) -> str:
+    """A TOML basic string: JSON's escapes are TOML's, but ``\\ud83d``-style surrogate pairs
+    are not, so characters outside ASCII stay as they are (TOML files are UTF-8)."""
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def http_snippet(client: str, running: Discovery) -> Snippet:
@@ -53,8 +79,7 @@ def http_snippet(client: str, running: Discovery) -> Snippet:
         return Snippet(_CLAUDE_WHERE, _claude_add({"type": "http", "url": url, "headers": headers}))
     if client == "codex":
         text = (
-            f"[mcp_servers.zodex]\nurl = {json.dumps(url)}\n"
-            f"http_headers = {{ {TOKEN_HEADER} = {json.dumps(token)} }}"
+            f"[mcp_servers.zodex]\nurl = {_toml(url)}\nhttp_headers = {{ {TOKEN_HEADER} = {_toml(token)} }}"
         )
         return Snippet(_CODEX_WHERE, text)
     if client == "cursor":
