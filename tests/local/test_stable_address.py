@@ -133,3 +133,33 @@ def test_a_persistent_token_survives_restarts_until_rotated(tmp_path: Path) -> N
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         local.run("local", "start", str(tmp_path))
         assert token_of(local) == new
+
+
+def test_a_persistent_token_open_to_others_is_refused_and_left_alone(tmp_path: Path) -> None:
+    """A kept token is trusted at every start, so it is read only as a secret file of the
+    user's own, like the session key (docs/security.md#secrets)."""
+    with local_env() as local:
+        local.run("local", "config", "set", "mcp.token", "persistent")
+        local.run("local", "start", str(tmp_path))
+        token_file = Path(local.discovery()["mcp"]["token_path"])
+        local.run("local", "stop")
+        content = token_file.read_bytes()
+        token_file.chmod(0o644)
+        done = local.run("local", "start", str(tmp_path), check=False)
+        assert done.returncode == 1, done.stdout
+        [line] = done.stderr.strip().splitlines()
+        assert line.startswith("error: Zodex Local failed to start: "), line
+        assert (
+            f" ERROR {token_file} is open to group or others (mode 0644): Zodex will not use it as a "
+            "secret, which others may have read; remove it (see `"
+        ) in line, line
+        assert token_file.read_bytes() == content and stat.S_IMODE(token_file.stat().st_mode) == 0o644
+        assert not local.discovery_file.exists()
+
+        token_file.unlink()
+        token_file.symlink_to(tmp_path / "elsewhere")
+        [line] = local.run("local", "start", str(tmp_path), check=False).stderr.strip().splitlines()
+        assert f"{token_file} cannot be opened as a secret file (Too many levels of symbolic links)" in line
+        token_file.unlink()
+        local.run("local", "start", str(tmp_path))  # a new one is made
+        assert len(token_of(local)) == 64 and stat.S_IMODE(token_file.stat().st_mode) == 0o600

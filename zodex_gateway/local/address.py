@@ -19,8 +19,9 @@ import socket
 from collections.abc import Callable
 
 from zodex_gateway.config.operator_command import zodex_command
-from zodex_gateway.local.bearer import read_bearer, write_secret
+from zodex_gateway.local.bearer import write_secret
 from zodex_gateway.local.paths import LocalPaths
+from zodex_system.secret_files import read_secret_file
 
 HOST = "127.0.0.1"
 PERSISTENT = "persistent"
@@ -99,8 +100,13 @@ def mcp_token(paths: LocalPaths, policy: str | None) -> str:
     """The token this start serves: the kept one (``persistent``, made if missing or too
     short to be one), else a fresh one, written ``0600`` where discovery.json says."""
     if policy == PERSISTENT:
-        kept = read_bearer(paths.token)
-        if kept is not None and len(kept) >= MIN_TOKEN_CHARS:
+        # Trusted for as long as it is kept, so read only as a secret file of the user's own
+        # (UnsafeSecretFile otherwise, one line), like the session key.
+        try:
+            kept = read_secret_file(paths.token).decode("utf-8", "replace").strip()
+        except FileNotFoundError:
+            kept = ""
+        if len(kept) >= MIN_TOKEN_CHARS:
             return kept
     return write_secret(paths.token)
 

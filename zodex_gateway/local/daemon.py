@@ -85,7 +85,7 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
         ensure_bearer(paths.observer_bearer)
         sock = listen_mcp(paths, config.optional_integer("mcp.port"), listen)
         observer_sock = listen("127.0.0.1", 0)
-    except PortUnavailable as exc:
+    except (PortUnavailable, UnsafeDirectory) as exc:  # a busy pinned port, an unsafe kept token
         runtime.release()
         log.error("%s", exc)  # the last line of the log: `start` shows it
         return 1
