@@ -157,6 +157,37 @@ def test_a_failed_spawn_leaves_no_group(session_groups: cgroups.SessionGroups) -
     assert cgroups.own_group() == session_groups.home.relative
 
 
+def test_the_next_group_is_made_ahead_and_used_by_the_next_spawn(
+    session_groups: cgroups.SessionGroups,
+) -> None:
+    worker = session_groups.worker.path
+    assert (worker / "s1").is_dir(), "open() makes the first session's group ahead"
+    proc, group = session_groups.spawn_in(lambda: subprocess.Popen(["sleep", "300"]))
+    try:
+        assert group is not None and group.path == worker / "s1"
+        assert cgroups.own_group(proc.pid) == group.relative
+        assert cgroups.own_group() == session_groups.home.relative
+        assert not (worker / "s2").exists(), "nothing is made on the spawn's path"
+        session_groups.prepare()
+        session_groups.prepare()  # once is enough: a second call makes nothing more
+        assert sorted(p.name for p in worker.iterdir() if p.is_dir()) == ["s1", "s2"]
+        assert not (worker / "s2" / "cgroup.procs").read_text().split(), "made empty"
+        second, next_group = session_groups.spawn_in(lambda: subprocess.Popen(["sleep", "300"]))
+        try:
+            assert next_group is not None and next_group.path == worker / "s2"
+            assert cgroups.own_group(second.pid) == next_group.relative
+        finally:
+            second.kill()
+            second.wait()
+        # Without a prepared group the spawn makes its own, as before.
+        third, own = session_groups.spawn_in(lambda: subprocess.Popen(["true"]))
+        third.wait()
+        assert own is not None and own.path == worker / "s3"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_without_a_usable_group_the_spawn_still_happens(tmp_path: Path) -> None:
     fake = cgroups.SessionGroups(
         cgroups.Group(tmp_path / "missing", "/missing"), cgroups.Group(tmp_path, "/")
