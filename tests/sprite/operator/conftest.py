@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.accounts import kill_processes_of
 from tests.support.second_user import world_tree_dir
 
 ZODEX = str(Path(sys.executable).parent / "zodex")
@@ -33,17 +33,6 @@ def _require_root() -> None:
 def _uid(name: str) -> int | None:
     done = subprocess.run(["id", "-u", name], capture_output=True, text=True, check=False)
     return int(done.stdout) if done.returncode == 0 else None
-
-
-def kill_processes_of(uid: int) -> None:
-    """SIGKILL every process of ``uid`` (a throwaway account: all of them are the test's)."""
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if entry.stat().st_uid == uid:
-                    os.kill(int(entry.name), signal.SIGKILL)
-            except (FileNotFoundError, ProcessLookupError):
-                pass
 
 
 def remove_account(name: str) -> None:
