@@ -72,10 +72,14 @@ class EventCapture:
         codec: WireCodec,
         sink: BatchSink | None = None,
         secrets: SecretRegistry = SECRETS,
+        sink_idle: Callable[[], bool] | None = None,
     ) -> None:
         """``sink`` gets each batch of events on the loop once it is stored (the
-        observer's feed), so what it reads back from history already includes them."""
+        observer's feed), so what it reads back from history already includes them;
+        ``sink_idle``, asked on the writer thread after each batch is stored, says when the
+        sink would do nothing with it (nobody watches), and the loop is then not woken."""
         self._store = store
+        self._sink_idle = sink_idle
         self._secrets = secrets
         self._streams: dict[str, OutputRedactor] = {}
         self._sink = sink
@@ -197,13 +201,16 @@ class EventCapture:
             except Exception:
                 log.exception("history capture could not write a batch of events")
                 continue
-            if self._sink is not None and loop is not None:
+            if self._sink is not None and loop is not None and not self._idle_sink():
                 with self._wake:
                     self._stored.append(events)
                     wake, self._sink_due = not self._sink_due, True
                 if wake:
                     with contextlib.suppress(RuntimeError):  # the loop is closing
                         loop.call_soon_threadsafe(self._pass_on)
+
+    def _idle_sink(self) -> bool:
+        return self._sink_idle is not None and self._sink_idle()
 
     def _pass_on(self) -> None:
         """Loop callback: give the sink every batch stored since the last call, in order."""

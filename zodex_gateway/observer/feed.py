@@ -60,6 +60,12 @@ class ObserverFeed:
     def worker_events(self, events: Sequence[WorkerEvent]) -> None:
         self._guarded(self._worker_events, events)
 
+    def ignores_worker_events(self) -> bool:
+        """Whether :meth:`worker_events` would do nothing now (asked from history's writer
+        thread, so a stream nobody watches costs the loop no wakeup per stored batch). The
+        events are stored before it is asked: a viewer arriving later reads them."""
+        return self._hub.quiet
+
     # -- building --------------------------------------------------------------------------
 
     def _guarded(self, action: Any, *args: Any) -> None:

@@ -184,6 +184,13 @@ class EventHub:
     def has_subscribers(self) -> bool:
         return bool(self._subscribers)
 
+    @property
+    def quiet(self) -> bool:
+        """Nobody watches and nothing was published since the last skip (the ring is only
+        emptied by one): another skip would change nothing a viewer could see, since a
+        resume from before it gets a gap anyway. Two plain reads, safe from another thread."""
+        return not self._subscribers and not self._ring
+
     def publish(
         self,
         event_type: str,

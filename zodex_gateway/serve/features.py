@@ -84,7 +84,13 @@ async def open_features(supervisor: Supervisor, options: FeatureOptions) -> Open
     )
     hub = EventHub()
     feed = ObserverFeed(store, hub)
-    capture = EventCapture(store, supervisor.context, supervisor.codec, sink=feed.worker_events)
+    capture = EventCapture(
+        store,
+        supervisor.context,
+        supervisor.codec,
+        sink=feed.worker_events,
+        sink_idle=feed.ignores_worker_events,
+    )
     supervisor.add_new_worker_listener(capture.attach)
 
     async def keep_retention() -> None:

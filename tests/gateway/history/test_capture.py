@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -119,9 +119,11 @@ class Captured:
     """The capture under test, with a sink that checks, for each batch it is given, that
     history already holds that batch's output."""
 
-    def __init__(self, store: HistoryStore, context: zmq.asyncio.Context) -> None:
+    def __init__(
+        self, store: HistoryStore, context: zmq.asyncio.Context, sink_idle: Callable[[], bool] | None = None
+    ) -> None:
         self.store = store
-        self.capture = EventCapture(store, context, WireCodec(KEY), sink=self.sink)
+        self.capture = EventCapture(store, context, WireCodec(KEY), sink=self.sink, sink_idle=sink_idle)
         self.events_seen = 0
         self.shown = ""
         self.stored_before_shown: list[bool] = []
@@ -133,9 +135,11 @@ class Captured:
 
 
 @asynccontextmanager
-async def capturing(store: HistoryStore, worker: StandInWorker) -> AsyncIterator[Captured]:
+async def capturing(
+    store: HistoryStore, worker: StandInWorker, sink_idle: Callable[[], bool] | None = None
+) -> AsyncIterator[Captured]:
     context = zmq.asyncio.Context()
-    captured = Captured(store, context)
+    captured = Captured(store, context, sink_idle)
     try:
         # The XPUB greets (and takes in the subscription) only while it is used: a thread
         # uses it while attach waits for the greeting, as a worker's event loop would.
@@ -173,6 +177,27 @@ async def test_events_are_stored_in_order_before_viewers_get_them(
     await wait_for(lambda: capture.events_seen == 4, what="the sink to get every event")
     assert capture.shown == "hello world\n"
     assert capture.stored_before_shown and all(capture.stored_before_shown)
+
+
+async def test_batches_stored_while_the_sink_is_idle_are_not_passed_on(
+    worker: StandInWorker, store: HistoryStore
+) -> None:
+    """While the sink says it would do nothing (nobody watches), a stored batch does not
+    wake the loop for it; history still stores every byte, and what is stored once the sink
+    listens again reaches it."""
+    idle = True
+    async with capturing(store, worker, sink_idle=lambda: idle) as captured:
+        worker.started()
+        worker.output(1, "unwatched ")
+        await wait_for(lambda: store.output(HANDLE)[0] == "unwatched ", what="the first output to be stored")
+        idle = False
+        worker.output(2, "watched\n")
+        worker.ended(output_events=2)
+        stored = await ended(store)
+        await wait_for(lambda: captured.shown == "watched\n", what="the sink to get the later output")
+        await wait_for(lambda: captured.events_seen == 2, what="the sink to get the end")
+    assert store.output(HANDLE) == ("unwatched watched\n", True) and stored["output_complete"] is True
+    assert captured.shown == "watched\n", "what was stored while idle never reached the sink"
 
 
 @pytest.mark.parametrize(

@@ -204,6 +204,21 @@ def test_hub_queue_overflow_is_one_gap_then_new_events() -> None:
     assert later is not None and [e.payload["n"] for e in later] == ["later"]
 
 
+def test_the_hub_is_quiet_only_when_another_skip_would_change_nothing() -> None:
+    hub = EventHub()
+    assert hub.quiet, "nothing published and nobody watching"
+    viewer = hub.subscribe(EventFilter())
+    assert not hub.quiet, "a viewer is watching"
+    hub.publish("agent_updated", {"n": 1}, agent_id="aaaa")
+    hub.unsubscribe(viewer)
+    assert not hub.quiet, "the ring would bridge a resume from event 1: a skip must be taken"
+    hub.skip()
+    assert hub.quiet
+    resumed = hub.subscribe(EventFilter(), after=1)
+    events = asyncio.run(resumed.next_events(0.01))
+    assert events is not None and [e.event_type for e in events] == ["gap"], "a resume still gets its gap"
+
+
 def test_unknown_event_types_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown event type"):
         EventHub().publish("made_up", {})
