@@ -18,7 +18,6 @@ import secrets
 import socket
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from zodex_gateway.config.units import ConfigError
 from zodex_gateway.fleet.dispatcher import ZmqDispatcher
@@ -36,13 +35,12 @@ from zodex_gateway.sprite.launcher import HelperLauncher, stop_on_helper_loss
 from zodex_gateway.sprite.reach import unreadable_import_root
 from zodex_gateway.sprite.service import (
     ServeRefused,
-    _check_accounts,
     _check_worker,
     _own_dir,
-    _user,
     agent_state_dir,
     drop_privileges,
     make_runtime_dir,
+    service_and_agent,
     worker_python,
 )
 from zodex_protocol.layout import RuntimeLayout
@@ -90,17 +88,7 @@ def main(settings: HostSettings) -> int:
 
 def prepare(settings: HostSettings) -> PreparedHost:
     sprite = settings.sprite
-    if os.geteuid() != 0:
-        raise ServeRefused(
-            f"must start as root: it starts the agent's workers as {sprite.agent_user} and drops "
-            f"to {sprite.service_user} itself"
-        )
-    service = _user(sprite.service_user, "service")
-    agent_entry = _user(sprite.agent_user, "agent")
-    agent = AgentAccount(
-        agent_entry.pw_name, agent_entry.pw_uid, agent_entry.pw_gid, Path(agent_entry.pw_dir)
-    )
-    _check_accounts(sprite, service, agent)
+    service, agent = service_and_agent(sprite)
     blocked = unreadable_import_root(service.pw_uid, {service.pw_gid, agent.gid})
     if blocked is not None:
         root, where, mode = blocked

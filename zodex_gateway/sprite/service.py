@@ -104,11 +104,13 @@ def main(settings: SpriteSettings) -> int:
 # ---- as root, before anything is served ---------------------------------------------------
 
 
-def prepare(settings: SpriteSettings) -> Prepared:
+def service_and_agent(settings: SpriteSettings, how: str = "") -> tuple[pwd.struct_passwd, AgentAccount]:
+    """The two accounts, checked, as root (Sprite's service and a fleet host alike);
+    ``how`` says how to start it as root."""
     if os.geteuid() != 0:
         raise ServeRefused(
             f"must start as root: it starts the agent's workers as {settings.agent_user} and drops "
-            f"to {settings.service_user} itself (run it with sudo, or through the systemd unit)"
+            f"to {settings.service_user} itself{how}"
         )
     service = _user(settings.service_user, "service")
     agent_entry = _user(settings.agent_user, "agent")
@@ -116,6 +118,11 @@ def prepare(settings: SpriteSettings) -> Prepared:
         agent_entry.pw_name, agent_entry.pw_uid, agent_entry.pw_gid, Path(agent_entry.pw_dir)
     )
     _check_accounts(settings, service, agent)
+    return service, agent
+
+
+def prepare(settings: SpriteSettings) -> Prepared:
+    service, agent = service_and_agent(settings, " (run it with sudo, or through the systemd unit)")
     _check_own_python(settings, service, agent)
     try:
         key = read_key(settings.key_file, owner_uid=service.pw_uid)
