@@ -32,6 +32,7 @@ from pathlib import Path
 import httpx
 
 from zodex_gateway.hosts import keys
+from zodex_gateway.sprite.accounts import Account, lookup_user
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 HOST_PORT = 7700
@@ -60,14 +61,6 @@ def free_port() -> int:
 
 
 # ---- accounts --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Account:
-    name: str
-    uid: int
-    gid: int
-    home: Path
 
 
 def processes_of(uid: int) -> list[int]:
@@ -114,8 +107,9 @@ def throwaway_account(prefix: str = "zt", *, shell: str = "/bin/bash") -> Iterat
         capture_output=True,
     )
     try:
-        entry = pwd.getpwnam(name)
-        yield Account(name, entry.pw_uid, entry.pw_gid, Path(entry.pw_dir))
+        account = lookup_user(name)
+        assert account is not None, f"useradd made no {name}"
+        yield account
     finally:
         with contextlib.suppress(KeyError):
             kill_processes_of(pwd.getpwnam(name).pw_uid)

@@ -39,6 +39,7 @@ from zodex_gateway.sprite.service import (
     _own_dir,
     agent_state_dir,
     drop_privileges,
+    log_to,
     make_runtime_dir,
     service_and_agent,
     worker_python,
@@ -124,12 +125,10 @@ def prepare(settings: HostSettings) -> PreparedHost:
 
 
 def _setup_logging(settings: HostSettings) -> None:
-    handler = logging.FileHandler(settings.log_file)
-    formatter = logging.Formatter(f"%(asctime)s host {settings.name} %(name)s %(levelname)s %(message)s")
-    handler.setFormatter(formatter)
-    console = logging.StreamHandler()
-    console.setFormatter(formatter)
-    logging.basicConfig(level=logging.INFO, handlers=[handler, console], force=True)
+    log_to(
+        settings.log_file,
+        logging.Formatter(f"%(asctime)s host {settings.name} %(name)s %(levelname)s %(message)s"),
+    )
 
 
 def _serve(settings: HostSettings, prepared: PreparedHost, helper_sock: socket.socket) -> int:

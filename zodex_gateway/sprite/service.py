@@ -304,13 +304,16 @@ def drop_privileges(service: pwd.struct_passwd, agent_gid: int) -> None:
 def _setup_logging(settings: SpriteSettings, key: str) -> None:
     SECRETS.add(key)
     SECRETS.watch_file(settings.key_file)  # a rotated key never reaches the log either
-    handler = logging.FileHandler(settings.log_file)
-    formatter = RedactingFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", SECRETS)
-    handler.setFormatter(formatter)
-    console = logging.StreamHandler()
-    console.setFormatter(formatter)
-    logging.basicConfig(level=logging.INFO, handlers=[handler, console], force=True)
+    log_to(settings.log_file, RedactingFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", SECRETS))
     logging.getLogger("mcp").setLevel(logging.WARNING)
+
+
+def log_to(path: Path, formatter: logging.Formatter) -> None:
+    """Info and above to ``path`` and to stderr, in one format (Sprite's service, a fleet host)."""
+    handlers: list[logging.Handler] = [logging.FileHandler(path), logging.StreamHandler()]
+    for handler in handlers:
+        handler.setFormatter(formatter)
+    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True)
 
 
 def _serve(settings: SpriteSettings, prepared: Prepared, helper_sock: socket.socket) -> int:
