@@ -13,13 +13,16 @@ reason, which tests turn into a skip and the bench prints.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import os
 import pwd
 import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -125,6 +128,40 @@ def install_python() -> str:
     return base
 
 
+def _others_can_enter(path: Path) -> bool:
+    """Whether every directory down to ``path`` lets other accounts through (modes only)."""
+    return all(os.stat(part).st_mode & stat.S_IXOTH for part in [path, *path.parents])
+
+
+@functools.cache
+def _reachable(path: str) -> str:
+    """``path``, or where other accounts can reach it: a clone under a ``0700`` directory
+    (``mktemp -d``) is staged once under ``/tmp`` as hard links (copies across devices),
+    removed when this process exits."""
+    if _others_can_enter(Path(path)):
+        return path
+    staged = Path(tempfile.mkdtemp(prefix="zodex-staged-", dir="/tmp"))
+    atexit.register(shutil.rmtree, staged, ignore_errors=True)
+    dest = staged / os.path.basename(path)
+    shutil.copytree(
+        path,
+        dest,
+        symlinks=True,
+        copy_function=_link_or_copy,
+        ignore=shutil.ignore_patterns("__pycache__", ".git", "node_modules", ".cache", ".venv"),
+    )
+    for directory, _subdirs, _files in os.walk(staged):
+        os.chmod(directory, 0o755)
+    return str(dest)
+
+
+def _link_or_copy(source: str, dest: str) -> None:
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)
+
+
 @contextlib.contextmanager
 def runnable_install() -> Iterator[Path]:
     """A venv under ``/tmp`` every account can run, with the project and this
@@ -137,7 +174,8 @@ def runnable_install() -> Iterator[Path]:
         venv = root / "venv"
         subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
         site = next((venv / "lib").glob("python3.*/site-packages"))
-        paths = [str(PROJECT_ROOT), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+        found = [str(PROJECT_ROOT), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+        paths = [_reachable(path) for path in dict.fromkeys(found)]
         (site / "zodex-tests.pth").write_text("\n".join(dict.fromkeys(paths)) + "\n")
         for directory, _subdirs, files in os.walk(root):
             os.chmod(directory, 0o755)
