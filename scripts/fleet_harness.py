@@ -134,7 +134,7 @@ def _others_can_enter(path: Path) -> bool:
 
 
 @functools.cache
-def _reachable(path: str) -> str:
+def reachable(path: str) -> str:
     """``path``, or where other accounts can reach it: a clone under a ``0700`` directory
     (``mktemp -d``) is staged once under ``/tmp`` as hard links (copies across devices),
     removed when this process exits."""
@@ -175,7 +175,7 @@ def runnable_install() -> Iterator[Path]:
         subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
         site = next((venv / "lib").glob("python3.*/site-packages"))
         found = [str(PROJECT_ROOT), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
-        paths = [_reachable(path) for path in dict.fromkeys(found)]
+        paths = [reachable(path) for path in dict.fromkeys(found)]
         (site / "zodex-tests.pth").write_text("\n".join(dict.fromkeys(paths)) + "\n")
         for directory, _subdirs, files in os.walk(root):
             os.chmod(directory, 0o755)

@@ -22,6 +22,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from scripts import fleet_harness
 from tests.sprite.operator.conftest import Sprite
 from tests.sprite.operator.test_commands import ZODEX_MAIN
 from tests.sprite.operator.test_setup import one_line_error, owner_mode, tree
@@ -154,7 +155,9 @@ def venv_in(mode: int) -> Iterator[tuple[Path, Path]]:
         subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
         site = next((venv / "lib").glob("python3.*/site-packages"))
         paths = [str(PROJECT_ROOT), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
-        (site / "zodex-tests.pth").write_text("\n".join(dict.fromkeys(paths)) + "\n")
+        # Where the service account can reach them: only the venv's own directory is closed.
+        reached = [fleet_harness.reachable(path) for path in dict.fromkeys(paths)]
+        (site / "zodex-tests.pth").write_text("\n".join(reached) + "\n")
         closed.chmod(mode)
         yield closed, venv / "bin" / "python3"
     finally:
