@@ -4,6 +4,7 @@ viewer in a pseudo-terminal whose screen is read through pyte."""
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,17 @@ def cursor_line(text: str) -> str:
 def timeline_rows(text: str) -> list[str]:
     # The picker is the left column; its border ``▕`` separates it from the timeline.
     return [line.split("▕", 1)[1].strip() for line in text.split("\n") if "▕" in line]
+
+
+def raw_view_of_first_command(text: str) -> bool:
+    """The raw view shows the invocation's JSON, its arguments, and a title naming its id."""
+    ids = re.findall(r'"id": "(\w+)"', text)
+    return (
+        len(ids) == 1
+        and f"invocation {ids[0]}" in text
+        and '"tool_name": "exec_command"' in text
+        and '"cmd": "echo first-marker; exit 3"' in text
+    )
 
 
 async def test_watch_tui_follows_a_real_runtime(tmp_path: Path) -> None:
@@ -70,8 +82,9 @@ async def test_watch_tui_follows_a_real_runtime(tmp_path: Path) -> None:
                 await wait(screen.wait_for, lambda t: "first-marker" not in timeline_rows(t), "collapse")
 
                 screen.send("r")
-                text = await wait(screen.wait_text, '"tool_name": "exec_command"')
-                assert '"cmd": "echo first-marker; exit 3"' in text and "invocation " in text
+                # The modal is drawn line by line: wait for every line the check needs, not the
+                # first one, or the command's line may not be on the screen yet.
+                await wait(screen.wait_for, raw_view_of_first_command, "the raw view of the command")
                 screen.send(ESC)
                 await wait(screen.wait_gone, '"tool_name"')
 
