@@ -186,7 +186,18 @@ def config_get(key: str | None) -> None:
         _fail(str(exc), Exit.REFUSED)
 
 
-@config.command("set")
+class _LiteralValue(click.Command):
+    """``set KEY VALUE`` takes VALUE as typed, even when it looks like an option (``-1``,
+    ``-5s``, ``--help``, ``--``): click would answer those with a usage error instead of the
+    key's own one-line refusal. ``set --help`` and ``set -- KEY VALUE`` parse as usual."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if len(args) == 2 and not args[0].startswith("-"):
+            args = [args[0], "--", args[1]]
+        return super().parse_args(ctx, args)
+
+
+@config.command("set", cls=_LiteralValue)
 @click.argument("key")
 @click.argument("value")
 def config_set(key: str, value: str) -> None:
@@ -221,6 +232,8 @@ def _update_config(change: Callable[[LocalConfig], None]) -> None:
         settings.save(config_path())
     except ConfigError as exc:
         _fail(str(exc), Exit.REFUSED)
+    except OSError as exc:
+        _fail(f"cannot write {config_path()}: {exc.strerror or exc}")
 
 
 @local.command()

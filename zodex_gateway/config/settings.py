@@ -19,6 +19,7 @@ import difflib
 import os
 import tempfile
 import tomllib
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,6 +215,14 @@ def format_value(key: str, value: object) -> str:
     return str(value)
 
 
+def _as_typed(text: str) -> str:
+    """Bytes that are not UTF-8 reach Python from argv as lone surrogates: show the bytes."""
+    try:
+        return repr(text.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:  # a surrogate no byte decodes to (a caller in Python)
+        return repr(text)
+
+
 def _parse(key: ConfigKey, text: str) -> object:
     try:
         if key.kind in ("bool", "switch"):
@@ -223,7 +232,9 @@ def _parse(key: ConfigKey, text: str) -> object:
                 raise ConfigError(
                     f"empty value; `{zodex_command('local', 'config', 'unset', key.name)}` goes back to the default"
                 )
-            if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+            if any(unicodedata.category(ch) == "Cs" for ch in text):
+                raise ConfigError(f"not valid UTF-8: {_as_typed(text)}")
+            if any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in text):
                 raise ConfigError("must be a single line without control characters")
             choices = _CHOICES.get(key.name)
             if choices is not None and text not in choices:

@@ -44,7 +44,7 @@ def _number_and_unit(text: str, what: str, accepted: str, units: dict[str, int])
     cleaned = text.strip().lower()
     if not cleaned:
         raise ConfigError(f"empty {what}; give {accepted}")
-    if cleaned.startswith("-"):
+    if re.match(r"-\s*[0-9]", cleaned, re.ASCII):  # not "--help": that is no number at all
         raise ConfigError(f"{what} cannot be negative: {text.strip()!r}; give {accepted}")
     match = _NUMBER_AND_UNIT.fullmatch(cleaned)
     if match is None:
@@ -89,8 +89,11 @@ def format_size_bytes(size: int) -> str:
 
 def parse_int(text: str) -> int:
     cleaned = text.strip()
+    plain = "a whole number written as plain digits (e.g. 16000)"
+    if re.fullmatch(r"-[0-9]+", cleaned, re.ASCII):
+        raise ConfigError(f"number cannot be negative: {cleaned!r}; give {plain}")
     if not re.fullmatch(r"[0-9]+", cleaned, re.ASCII):
-        raise ConfigError(f"expected a whole number written as plain digits (e.g. 16000), got {cleaned!r}")
+        raise ConfigError(f"expected {plain}, got {cleaned!r}")
     if len(cleaned.lstrip("0")) > _MAX_DIGITS:
         raise ConfigError(f"number too large: {cleaned!r}")
     return int(cleaned)
