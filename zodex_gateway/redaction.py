@@ -47,7 +47,9 @@ class SecretRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values: set[str] = set()
-        self._files: dict[Path, tuple[int, int, int] | None] = {}
+        # Keyed by the path as a string: each snapshot looks at every file, and a str is
+        # what os.stat takes without converting a Path each time.
+        self._files: dict[str, tuple[int, int, int] | None] = {}
         self._ordered: tuple[str, ...] = ()
 
     def add(self, secret: str) -> None:
@@ -58,15 +60,16 @@ class SecretRegistry:
     def watch_file(self, path: Path) -> None:
         """The content of ``path`` (stripped) is a secret whenever it changes; every value
         it has held stays one, so a rotated secret is still redacted."""
+        name = str(path)
         with self._lock:
-            self._files.setdefault(path, None)
-            self._refresh(path)
+            self._files.setdefault(name, None)
+            self._refresh(name)
 
     def secrets(self) -> tuple[str, ...]:
         """Every known secret, longest first (so no secret is half-replaced by a shorter one)."""
         with self._lock:
-            for path in self._files:
-                self._refresh(path)
+            for name in self._files:
+                self._refresh(name)
             return self._ordered
 
     def _add(self, secret: str) -> None:
@@ -74,19 +77,19 @@ class SecretRegistry:
             self._values.add(secret)
             self._ordered = tuple(sorted(self._values, key=len, reverse=True))
 
-    def _refresh(self, path: Path) -> None:
+    def _refresh(self, name: str) -> None:
         try:
-            info = os.stat(path)
+            info = os.stat(name)
         except OSError:
             return
         stamp = (info.st_mtime_ns, info.st_ino, info.st_size)
-        if stamp == self._files[path]:
+        if stamp == self._files[name]:
             return
         try:
-            self._add(path.read_text().strip())
+            self._add(Path(name).read_text().strip())
         except (OSError, UnicodeDecodeError):
             return
-        self._files[path] = stamp
+        self._files[name] = stamp
 
     # -- whole values ----------------------------------------------------------------
 

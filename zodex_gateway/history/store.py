@@ -36,6 +36,7 @@ from zodex_gateway.history.size_limit import SizeLimit
 from zodex_gateway.history.storage import (
     checkpoint,
     connect,
+    counted_files,
     disk_bytes,
     is_incremental,
     make_incremental,
@@ -83,6 +84,7 @@ class HistoryStore:
         self._clock = clock
         self._reserve = SpaceReserve(directory / RESERVE_NAME)
         self._directory = directory
+        self._counted = counted_files(directory)
         self._busy_timeout_ms = round(busy_timeout_s * 1000)
         self._output_cap = output_cap_bytes
         self._limit = SizeLimit(self, max_bytes)
@@ -434,7 +436,7 @@ class HistoryStore:
 
     def disk_bytes(self) -> int:
         """Bytes the history takes on disk: the database file and its WAL."""
-        return disk_bytes(self._directory)
+        return disk_bytes(self._counted)
 
     def compact(self) -> tuple[bool, int]:
         """Give free pages back to the file system, in steps, and checkpoint the WAL,
@@ -476,7 +478,7 @@ class HistoryStore:
         with self._lock:
             if self._conn is None:
                 return
-            before = disk_bytes(self._directory)
+            before = disk_bytes(self._counted)
             try:
                 make_incremental(self._conn)
             except sqlite3.Error as exc:
