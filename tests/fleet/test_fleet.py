@@ -25,6 +25,7 @@ from tests.fleet.fleet_support import (
     write_gateway_config,
 )
 from tests.support.accounts import runnable_install
+from tests.support.curve_peer import refused_handshake
 from zodex_gateway.hosts import keys
 
 pytestmark = pytest.mark.timeout(240)
@@ -130,6 +131,17 @@ async def test_a_wrong_key_gets_nothing(fleet: Fleet) -> None:
         assert fleet.a.log().count("refused a gateway") > refusals
     finally:
         stranger.stop()
+    # The same key retrying in a loop: its first refusal was logged, the rest are counted
+    # for a line a minute (docs/fleet.md#hosts), not logged one by one.
+    public = keys.read_public_key(stranger_keys / "stranger.pub")
+    secret = keys.read_z85_secret(stranger_keys / "stranger.key")
+    host_public = keys.read_public_key(fleet.a.keys_dir / "host.pub")
+    for _ in range(5):
+        await refused_handshake(fleet.a.endpoint, host_public, public, secret)
+    named = [line for line in fleet.a.log().splitlines() if public.decode() in line]
+    assert len(named) == 1 and named[0].endswith(
+        f"refused a gateway whose key is not allowed: {public.decode()}"
+    ), named
 
 
 def _stream_cmd(prefix: str, count: int, pause: str) -> str:

@@ -19,6 +19,7 @@ import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
 from zodex_gateway.fleet.dispatcher import Dispatcher
+from zodex_gateway.hosts.refusal_log import RefusalLog
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
@@ -84,15 +85,17 @@ class IncarnationCheck:
 
 
 class AllowList:
-    """ZAP's CURVE callback: a gateway is admitted when its public key is listed."""
+    """ZAP's CURVE callback: a gateway is admitted when its public key is listed; refusals
+    are logged within a :class:`RefusalLog`."""
 
-    def __init__(self, keys: set[bytes]) -> None:
+    def __init__(self, keys: set[bytes], refusals: RefusalLog | None = None) -> None:
         self._keys = keys
+        self.refusals = refusals or RefusalLog()
 
     def callback(self, _domain: str, key: bytes) -> bool:
         allowed = key in self._keys
         if not allowed:
-            log.warning("refused a gateway whose key is not allowed: %s", key.decode("ascii", "replace"))
+            self.refusals.refused(key.decode("ascii", "replace"))
         return allowed
 
 
@@ -112,7 +115,8 @@ class HostServer:
         self._context = zmq.asyncio.Context()
         self._auth = AsyncioAuthenticator(self._context)
         self._auth.start()
-        self._auth.configure_curve_callback("*", credentials_provider=AllowList(gateway_keys))
+        self._allow = AllowList(gateway_keys)
+        self._auth.configure_curve_callback("*", credentials_provider=self._allow)
         self._socket = self._context.socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.curve_server = True
@@ -156,6 +160,7 @@ class HostServer:
             self._socket.close(linger=0)
             self._auth.stop()
             self._context.term()
+            self._allow.refusals.flush()
 
     async def _answer(self, frames: list[bytes]) -> None:
         if len(frames) < 3:

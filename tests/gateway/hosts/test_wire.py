@@ -6,6 +6,7 @@ check, ZAP refusing an unknown key, and a host that goes away failing calls with
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ import pytest
 import zmq
 import zmq.asyncio
 
+from tests.support.curve_peer import refused_handshake
 from zodex_gateway.fleet.remote import RemoteDispatcher
 from zodex_gateway.hosts.host_server import HANDSHAKE_IVL_MS, HostServer, IncarnationCheck, max_message_bytes
 from zodex_protocol.envelope import new_key
@@ -157,6 +159,24 @@ async def test_a_gateway_key_the_host_does_not_allow_gets_nothing(wire: Wire) ->
     finally:
         await stranger.close()
         context.term()
+
+
+async def test_a_key_refused_again_and_again_is_logged_once_then_summed(
+    wire: Wire, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "zodex.host")
+    public, secret = zmq.curve_keypair()
+    key = public.decode()
+    for _ in range(5):
+        await refused_handshake(wire.server.bound, wire.host_public, public, secret)
+    about_it = [r.getMessage() for r in caplog.records if key in r.getMessage()]
+    assert about_it == [f"refused a gateway whose key is not allowed: {key}"]
+    wire.server.stop()  # the rest of the count is logged when the host stops
+    await wire.serving
+    about_it = [r.getMessage() for r in caplog.records if key in r.getMessage()]
+    assert about_it[1:] == [
+        f"refused a gateway whose key is not allowed: {key} (4 more attempts since the last line about it)"
+    ]
 
 
 def _port(wire: Wire) -> int:
