@@ -5,11 +5,9 @@ stdio gateway."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,30 +26,9 @@ def gateway(genv: GatewayEnv) -> Iterator[RawStdioGateway]:
         gw.finish()
 
 
-def send_line(gw: RawStdioGateway, line: str) -> None:
-    assert gw.process.stdin is not None
-    gw.process.stdin.write(line + "\n")
-    gw.process.stdin.flush()
-
-
-def next_message(gw: RawStdioGateway, timeout: float = 10.0) -> dict[str, Any]:
-    """The next line the gateway writes, parsed; fails (instead of hanging) if none comes."""
-    assert gw.process.stdout is not None
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        reading = pool.submit(gw.process.stdout.readline)
-        try:
-            line = reading.result(timeout)
-        except concurrent.futures.TimeoutError:
-            gw.finish()  # ends the blocked read
-            raise AssertionError(f"no answer within {timeout}s") from None
-    assert line, "gateway closed stdout"
-    message: dict[str, Any] = json.loads(line)
-    return message
-
-
 def test_a_line_that_is_not_json_gets_a_parse_error(gateway: RawStdioGateway) -> None:
-    send_line(gateway, "this is not json")
-    reply = next_message(gateway)
+    gateway.send_line("this is not json")
+    reply = gateway.next_message()
     assert reply["jsonrpc"] == "2.0" and reply["id"] is None
     assert reply["error"]["code"] == -32700
     assert reply["error"]["message"].startswith("Parse error: ")
@@ -60,9 +37,9 @@ def test_a_line_that_is_not_json_gets_a_parse_error(gateway: RawStdioGateway) ->
 def test_json_that_is_not_a_message_gets_invalid_request_and_blank_lines_none(
     gateway: RawStdioGateway,
 ) -> None:
-    send_line(gateway, "")
-    send_line(gateway, '{"id": 41, "hello": "world"}')
-    reply = next_message(gateway)
+    gateway.send_line("")
+    gateway.send_line('{"id": 41, "hello": "world"}')
+    reply = gateway.next_message()
     assert reply["id"] == 41 and reply["error"]["code"] == -32600, "the blank line got no answer"
     assert gateway.request("tools/list", {})["tools"], "the gateway still serves"
 
@@ -71,8 +48,8 @@ def test_an_unpaired_surrogate_is_a_tool_error_naming_the_field(
     gateway: RawStdioGateway, tmp_path: Path
 ) -> None:
     call = {"name": "exec_command", "arguments": {"cmd": "echo \ud800 > made", "workdir": str(tmp_path)}}
-    send_line(gateway, json.dumps({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": call}))
-    reply = next_message(gateway)
+    gateway.send_line(json.dumps({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": call}))
+    reply = gateway.next_message()
     assert reply == {
         "jsonrpc": "2.0",
         "id": 77,
@@ -83,9 +60,9 @@ def test_an_unpaired_surrogate_is_a_tool_error_naming_the_field(
     }
     assert not (tmp_path / "made").exists(), "nothing ran"
     patch = {"patch": "*** Begin Patch\n*** Add File: \udc00\n+x\n*** End Patch", "workdir": str(tmp_path)}
-    send_line(gateway, json.dumps({"jsonrpc": "2.0", "id": 78, "method": "tools/call",
+    gateway.send_line(json.dumps({"jsonrpc": "2.0", "id": 78, "method": "tools/call",
                                    "params": {"name": "apply_patch", "arguments": patch}}))  # fmt: skip
-    assert next_message(gateway)["result"]["content"][0]["text"] == (
+    assert gateway.next_message()["result"]["content"][0]["text"] == (
         "patch must be valid Unicode (unpaired surrogate)"
     )
     result = gateway.call("exec_command", cmd="echo fine", workdir=str(tmp_path))

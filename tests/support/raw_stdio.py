@@ -3,6 +3,7 @@ itself (close its stdin, signal it) rather than go through the client's lifecycl
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import subprocess
 from typing import Any
@@ -11,7 +12,8 @@ from tests.support.gateway import GATEWAY, GatewayEnv
 
 
 class RawStdioGateway:
-    def __init__(self, env: GatewayEnv) -> None:
+    def __init__(self, env: GatewayEnv, *, handshake: bool = True) -> None:
+        """``handshake``: send ``initialize`` and ``notifications/initialized`` first."""
         self.process = subprocess.Popen(
             [GATEWAY, "stdio"],
             env=env.env(),
@@ -21,6 +23,8 @@ class RawStdioGateway:
             cwd=str(env.root),
         )
         self._next_id = 0
+        if not handshake:
+            return
         self.request("initialize", {
             "protocolVersion": "2025-06-18",
             "capabilities": {},
@@ -32,6 +36,25 @@ class RawStdioGateway:
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps(message) + "\n")
         self.process.stdin.flush()
+
+    def send_line(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def next_message(self, timeout: float = 10.0) -> dict[str, Any]:
+        """The next line the gateway writes, parsed; fails (instead of hanging) if none comes."""
+        assert self.process.stdout is not None
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            reading = pool.submit(self.process.stdout.readline)
+            try:
+                line = reading.result(timeout)
+            except concurrent.futures.TimeoutError:
+                self.finish()  # ends the blocked read
+                raise AssertionError(f"no answer within {timeout}s") from None
+        assert line, "gateway closed stdout"
+        message: dict[str, Any] = json.loads(line)
+        return message
 
     def notify(self, method: str) -> None:
         self._send({"jsonrpc": "2.0", "method": method})

@@ -174,10 +174,20 @@ class ToolHandlers:
     async def call_tool(
         self, ctx: ServerRequestContext[Any] | None, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        """The SDK's ``tools/call`` handler."""
+        if ctx is None:
+            return await self.call(params, None, None)
+        return await self.call(params, ctx.meta, ctx.request)
+
+    async def call(
+        self, params: types.CallToolRequestParams, meta: Any, request: Any
+    ) -> types.CallToolResult:
+        """One tool call; ``meta``: the request's ``_meta``; ``request``: the HTTP request
+        (None over stdio). Both only say who is calling (docs/agents.md#identity)."""
         # One line in the log per call, whichever way it ends (docs/modes.md#logs).
         note = CallNote()
         try:
-            result = await self._call_tool(ctx, params, note)
+            result = await self._call_tool(meta, request, params, note)
         except Exception as exc:
             self._call_log.completed(
                 params.name,
@@ -190,13 +200,13 @@ class ToolHandlers:
         return result
 
     async def _call_tool(
-        self, ctx: ServerRequestContext[Any] | None, params: types.CallToolRequestParams, note: CallNote
+        self, meta: Any, request: Any, params: types.CallToolRequestParams, note: CallNote
     ) -> types.CallToolResult:
         args = params.arguments or {}
         history = self.local.history
         stop = _stop_kind(params.name, args)
         try:
-            agent = self._agent(ctx)
+            agent = self._agent(meta, request)
         except HistoryUnavailable as exc:
             if stop is None:
                 return error_result(str(exc))
@@ -286,10 +296,10 @@ class ToolHandlers:
         )
         return Outcome(patch_result(patched), patched.text, files=files)
 
-    def _agent(self, ctx: ServerRequestContext[Any] | None) -> AgentRecord | None:
-        if self.local.history is None or ctx is None:
+    def _agent(self, meta: Any, request: Any) -> AgentRecord | None:
+        if self.local.history is None:
             return None
-        key = identity_key(ctx.meta, ctx.request, self.local.stdio_connection)
+        key = identity_key(meta, request, self.local.stdio_connection)
         if key is None:
             return None
         # An identity's agent id never changes: look it up (a write) once per gateway;
@@ -397,6 +407,12 @@ def build_server(
     local: LocalFeatures | None = None,
 ) -> Server[Any]:
     handlers = ToolHandlers(dispatcher, limits=limits, read_only_hint=read_only_hint, mode=mode, local=local)
+    return server_for(handlers, start_directory=start_directory)
+
+
+def server_for(handlers: ToolHandlers, *, start_directory: str | None = None) -> Server[Any]:
+    """The SDK's server around ``handlers``: listing, calls and the instructions of its mode."""
+    mode = handlers.mode
     return Server(
         SERVER_NAME,
         version=_version(),

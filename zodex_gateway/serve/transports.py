@@ -10,20 +10,25 @@ import socket
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.fleet.dispatcher import ZmqDispatcher
 from zodex_gateway.fleet.launcher import Launcher
 from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.supervisor import Supervisor
+from zodex_gateway.mcp.direct_calls import DirectCalls
 from zodex_gateway.mcp.http_guard import GuardedMcpApp
 from zodex_gateway.mcp.jsonrpc_input import AnsweringReadStream
-from zodex_gateway.mcp.server import build_server
+from zodex_gateway.mcp.server import ToolHandlers, build_server, server_for
 from zodex_gateway.serve.features import FeatureOptions, open_features
+from zodex_gateway.serve.stdio_direct import DirectStdio
 from zodex_gateway.serve.stdio_pipes import loop_stdio
 from zodex_gateway.web.listener_limits import ListenerLimits
 from zodex_gateway.web.server import Listeners, base_url
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
 
 log = logging.getLogger("zodex.gateway")
 
@@ -101,28 +106,33 @@ async def serve_until_stopped(runtime: Runtime, serve: Serve, launcher: Launcher
 
 def stdio_transport(start_directory: str, *, history: bool = True) -> Serve:
     async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
-        from mcp.server.stdio import stdio_server
-
         # One stdio gateway serves exactly one connection: that is its identity (docs/agents.md#identity).
         connection = f"{supervisor.runtime.runtime_id}:{os.getpid()}"
         opened = await open_features(supervisor, FeatureOptions(history=history, stdio_connection=connection))
         stop.add_cleanup(opened.close)
-        server = build_server(
-            ZmqDispatcher(supervisor),
-            limits=supervisor.runtime.limits,
-            start_directory=start_directory,
-            local=opened.features,
+        handlers = ToolHandlers(
+            ZmqDispatcher(supervisor), limits=supervisor.runtime.limits, local=opened.features
         )
-        async with (
-            loop_stdio() as wire,
-            # On pipes, the wire is served on the loop, not in the SDK's threads (stdio_pipes).
-            stdio_server(*(cast(Any, end) for end in wire or ())) as (read_stream, write_stream),
-        ):
-            # Every line gets an answer: one that is not a JSON-RPC message gets an error.
-            reader = AnsweringReadStream(read_stream, write_stream)
-            await server.run(reader, write_stream, server.create_initialization_options())
+        server = server_for(handlers, start_directory=start_directory)
+        async with loop_stdio() as wire:
+            # On pipes, the wire is served on the loop, not in the SDK's threads (stdio_pipes),
+            # and plain tool calls are answered without the SDK's dispatcher (stdio_direct).
+            ends = None
+            if wire is not None:
+                direct = DirectStdio(*wire, DirectCalls(server, handlers))
+                ends = (direct, direct.sdk_writer)
+            await _serve_stdio(server, ends)
 
     return serve
+
+
+async def _serve_stdio(server: Server[Any], ends: tuple[object, object] | None) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server(*(cast(Any, end) for end in ends or ())) as (read_stream, write_stream):
+        # Every line gets an answer: one that is not a JSON-RPC message gets an error.
+        reader = AnsweringReadStream(read_stream, write_stream)
+        await server.run(reader, write_stream, server.create_initialization_options())
 
 
 def mcp_url(sock: socket.socket) -> str:
