@@ -2,14 +2,17 @@
 
 One SUB socket per worker. A worker's XPUB greets each new subscriber with ``welcome``;
 :meth:`EventCapture.attach` waits for it, so the first command's events are never lost to
-ZeroMQ's slow-joiner window. The loop only takes frames off the sockets (one callback per
-wakeup of a socket's descriptor, everything queued taken at once: no future or task per
-event) and hands them to one writer thread, which verifies, decodes and stores them in
-batches of whatever has queued meanwhile, up to ``BATCH_BYTES``: batches grow by
-themselves under load, no timer is involved, and the loop is woken again only to pass a
-stored batch to the sink. The PTY side never waits for us — reading stops while
-``MAX_QUEUED_BYTES`` wait for the writer, then a worker drops events for a subscriber that
-falls too far behind — and a jump in a session's ``seq`` marks its capture incomplete.
+ZeroMQ's slow-joiner window. The sockets are read by one writer thread, not the event loop:
+it waits on all of them at once, then verifies, decodes and stores what waits there, in
+batches of whatever has queued meanwhile, up to ``BATCH_BYTES``: batches grow by themselves
+under load, no timer is involved, and the loop is woken only to pass a stored batch to the
+sink. (Reading them on the loop and handing the frames over cost a loop wakeup and a
+thread hand-off per event.) The PTY side never waits for us — what the writer has not yet
+read stays queued in ZeroMQ, a worker drops events for a subscriber that falls too far
+behind — and a jump in a session's ``seq`` marks its capture incomplete.
+
+The sockets belong to a ZeroMQ context of the capture's own, so that nothing on another
+thread (the supervisor destroying its context at stop) closes them under the writer.
 
 Secrets are redacted here, where output enters history, and the viewers' feed gets the
 same redacted events (docs/security.md#redaction).
@@ -18,10 +21,10 @@ same redacted events (docs/security.md#redaction).
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,17 +39,11 @@ from zodex_protocol.envelope import WireCodec
 from zodex_protocol.errors import ProtocolError
 from zodex_protocol.events import OutputEvent, ProcessEnded, ProcessStarted, WorkerEvent, decode_event
 from zodex_protocol.layout import WorkerRecord
-from zodex_protocol.loop_socket import plain_socket
 
 log = logging.getLogger("zodex.gateway")
 
 WELCOME_TIMEOUT_S = 2.0
 BATCH_BYTES = 256 * 1024
-# Frames waiting for the writer before the loop stops reading (the workers' sockets then
-# queue up to their high-water marks, and drop beyond them).
-MAX_QUEUED_BYTES = 4 * BATCH_BYTES
-MAX_QUEUED_EVENTS = 10_000
-DRAIN_PER_CALLBACK = 1_000  # frames taken per wakeup before the loop gets a turn
 GAP_REASON = "output events were dropped: the history writer fell behind this command"
 UNWRITABLE_REASON = "output events were not stored: history could not write"
 # Process start/end events kept while history cannot write, stored once it can again (a
@@ -60,15 +57,18 @@ BatchSink = Callable[[list[WorkerEvent]], None]
 @dataclass
 class _Reader:
     socket: zmq.Socket[bytes]
-    fd: int
-    greeted: asyncio.Future[list[bytes]]
+    greeted: asyncio.Future[list[bytes]]  # set on the loop
+    # The writer thread's: the first message is the greeting; a socket that failed is no
+    # longer read (a poll would keep finding it ready).
+    welcomed: bool = False
+    failed: bool = False
 
 
 class EventCapture:
     def __init__(
         self,
         store: HistoryStore,
-        context: zmq.asyncio.Context,
+        context: zmq.asyncio.Context | None,
         codec: WireCodec,
         sink: BatchSink | None = None,
         secrets: SecretRegistry = SECRETS,
@@ -77,14 +77,17 @@ class EventCapture:
         """``sink`` gets each batch of events on the loop once it is stored (the
         observer's feed), so what it reads back from history already includes them;
         ``sink_idle``, asked on the writer thread after each batch is stored, says when the
-        sink would do nothing with it (nobody watches), and the loop is then not woken."""
+        sink would do nothing with it (nobody watches), and the loop is then not woken.
+        ``context`` is not used: the capture's sockets are its writer thread's, made by a
+        context of its own (one that another thread destroys must not close them under it)."""
+        del context
         self._store = store
         self._sink_idle = sink_idle
         self._secrets = secrets
         self._streams: dict[str, OutputRedactor] = {}
         self._sink = sink
-        self._context = context  # its sockets here are plain ones, read from loop callbacks
         self._codec = codec
+        self._zmq: zmq.Context[zmq.Socket[bytes]] | None = None
         self._readers: dict[tuple[str, int], _Reader] = {}
         self._last_seq: dict[str, int] = {}
         # Sessions whose events history failed to store, to be marked incomplete once it
@@ -93,36 +96,38 @@ class EventCapture:
         self._held: list[WorkerEvent] = []
         self._failing = False
         self._output_refused = False  # in the batch being written
-        # Frames between the loop and the writer thread, guarded by _wake.
-        self._queue: collections.deque[list[bytes]] = collections.deque()
-        self._queued_bytes = 0
-        self._wake = threading.Condition()
+        # Between the loop and the writer thread, guarded by _lock: sockets to read, the
+        # stop, and stored batches for the sink (one wakeup of the loop passes on every
+        # batch stored since the last). The eventfd wakes the writer out of its poll.
+        self._lock = threading.Lock()
+        self._added: list[_Reader] = []
         self._closing = False
-        self._paused = False  # reading stopped until the writer catches up
+        self._signal = -1
         self._writer: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Stored batches for the sink, guarded by _wake: one wakeup of the loop passes on
-        # every batch stored since the last.
         self._stored: list[list[WorkerEvent]] = []
         self._sink_due = False
 
     async def attach(self, record: WorkerRecord) -> None:
         key = (record.worker_id, record.incarnation)
-        if key in self._readers:
+        if key in self._readers or self._closing:
             return
         loop = self._loop = asyncio.get_running_loop()
         if self._writer is None:
+            self._zmq = zmq.Context(io_threads=1)
+            self._signal = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
             self._writer = threading.Thread(target=self._write_loop, name="history-capture", daemon=True)
             self._writer.start()
-        socket = plain_socket(self._context, zmq.SUB)
+        assert self._zmq is not None
+        socket = self._zmq.socket(zmq.SUB)
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.RCVHWM, 10_000)
         socket.setsockopt(zmq.SUBSCRIBE, b"")
         socket.connect(record.event_endpoint)
-        reader = self._readers[key] = _Reader(socket, int(socket.getsockopt(zmq.FD)), loop.create_future())
-        if not self._paused:
-            loop.add_reader(reader.fd, self._take, reader)
-            self._take(reader)  # the descriptor signals edges: look once now
+        reader = self._readers[key] = _Reader(socket, loop.create_future())
+        with self._lock:  # from here on the socket is the writer's alone
+            self._added.append(reader)
+        os.eventfd_write(self._signal, 1)
         try:
             welcome = await asyncio.wait_for(asyncio.shield(reader.greeted), WELCOME_TIMEOUT_S)
             if welcome != [messages.WELCOME]:
@@ -130,91 +135,93 @@ class EventCapture:
         except TimeoutError:
             log.warning("no welcome from worker %s: its first events may be missing", record.worker_id)
 
-    def _take(self, reader: _Reader) -> None:
-        """Loop callback: move what the socket holds to the writer's queue."""
-        if self._paused or reader.socket.closed:
-            return
-        taken: list[list[bytes]] = []
-        size = 0
-        socket = reader.socket
-        try:
-            while len(taken) < DRAIN_PER_CALLBACK and int(socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
-                frames = socket.recv_multipart(zmq.NOBLOCK)
-                if not reader.greeted.done():
-                    reader.greeted.set_result(frames)  # the greeting is not an event
-                    continue
-                taken.append(frames)
-                size += len(frames[-1])
-        except zmq.Again:
-            pass
-        except zmq.ZMQError as exc:
-            log.warning("history capture stopped reading a worker: %s", exc)
-            return
-        if len(taken) == DRAIN_PER_CALLBACK and self._loop is not None:
-            self._loop.call_soon(self._take, reader)  # more may wait; no edge will say so
-        if not taken:
-            return
-        with self._wake:
-            self._queue.extend(taken)
-            self._queued_bytes += size
-            full = self._queued_bytes > MAX_QUEUED_BYTES or len(self._queue) > MAX_QUEUED_EVENTS
-            if full:
-                self._paused = True
-            self._wake.notify()
-        if full and self._loop is not None:
-            for other in self._readers.values():
-                self._loop.remove_reader(other.fd)
-
-    def _resume(self) -> None:
-        """Loop callback from the writer: it has caught up, read again."""
-        with self._wake:
-            self._paused = False
-        if self._loop is None or self._closing:
-            return
-        for reader in list(self._readers.values()):
-            self._loop.add_reader(reader.fd, self._take, reader)
-            self._take(reader)
-
     def _write_loop(self) -> None:
-        """The writer thread: store what queued up, a bounded batch at a time, in order."""
-        while True:
-            with self._wake:
-                while not self._queue and not self._closing:
-                    self._wake.wait()
-                if not self._queue:
-                    return
-                batch = [self._queue.popleft()]
-                size = len(batch[0][-1])
-                # A bounded batch: the store's lock is held while it is written, and tool
-                # calls wait on that lock to record themselves.
-                while self._queue and size < BATCH_BYTES:
-                    batch.append(self._queue.popleft())
-                    size += len(batch[-1][-1])
-                self._queued_bytes -= size
-                resume = self._paused and self._queued_bytes <= MAX_QUEUED_BYTES // 2
-            loop = self._loop
-            if resume and loop is not None:
-                with contextlib.suppress(RuntimeError):  # the loop is closing
-                    loop.call_soon_threadsafe(self._resume)
+        """The writer thread: wait for events on every worker's socket, then read and store
+        what waits there, a bounded batch at a time, in order. Reading only as fast as it
+        stores, it leaves the rest queued in ZeroMQ, whose high-water marks then make a
+        worker drop events for this subscriber (and the session's ``seq`` jumps)."""
+        poller = zmq.Poller()
+        poller.register(self._signal, zmq.POLLIN)
+        readers: list[_Reader] = []
+        turn = 0
+        try:
+            while True:
+                ready = dict(poller.poll())
+                if self._signal in ready:
+                    with contextlib.suppress(BlockingIOError):
+                        os.eventfd_read(self._signal)
+                    with self._lock:
+                        added, self._added = self._added, []
+                        closing = self._closing
+                    readers += added
+                    for reader in added:
+                        poller.register(reader.socket, zmq.POLLIN)
+                    if closing:
+                        return
+                # Whoever is first is read first: with a batch bound, one busy worker then
+                # cannot keep the others waiting.
+                turn = (turn + 1) % max(1, len(readers))
+                order = readers[turn:] + readers[:turn]
+                batch = self._take([r for r in order if r.socket in ready])
+                for reader in [r for r in readers if r.failed]:
+                    poller.unregister(reader.socket)
+                    readers.remove(reader)
+                    reader.socket.close(linger=0)
+                if batch:
+                    self._store_batch(batch)
+        finally:
+            with self._lock:  # sockets handed over after the last look are closed too
+                readers += self._added
+                self._added = []
+            for reader in readers:
+                reader.socket.close(linger=0)
+
+    def _take(self, ready: list[_Reader]) -> list[list[bytes]]:
+        """What the ready sockets hold, up to about ``BATCH_BYTES``; the store's lock is held
+        while a batch is written, and tool calls wait on that lock to record themselves."""
+        batch: list[list[bytes]] = []
+        size = 0
+        for reader in ready:
+            socket = reader.socket
             try:
-                events = self._write(batch)
-            except Exception:
-                log.exception("history capture could not write a batch of events")
-                continue
-            if self._sink is not None and loop is not None and not self._idle_sink():
-                with self._wake:
-                    self._stored.append(events)
-                    wake, self._sink_due = not self._sink_due, True
-                if wake:
-                    with contextlib.suppress(RuntimeError):  # the loop is closing
-                        loop.call_soon_threadsafe(self._pass_on)
+                while size < BATCH_BYTES and int(socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+                    frames = socket.recv_multipart(zmq.NOBLOCK)
+                    if not reader.welcomed:
+                        reader.welcomed = True  # the greeting is not an event
+                        self._on_loop(_settle, reader.greeted, frames)
+                        continue
+                    batch.append(frames)
+                    size += len(frames[-1])
+            except zmq.ZMQError as exc:
+                log.warning("history capture stopped reading a worker: %s", exc)
+                reader.failed = True
+        return batch
+
+    def _on_loop(self, callback: Callable[..., None], *args: object) -> None:
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                loop.call_soon_threadsafe(callback, *args)
+
+    def _store_batch(self, batch: list[list[bytes]]) -> None:
+        try:
+            events = self._write(batch)
+        except Exception:
+            log.exception("history capture could not write a batch of events")
+            return
+        if self._sink is not None and self._loop is not None and not self._idle_sink():
+            with self._lock:
+                self._stored.append(events)
+                wake, self._sink_due = not self._sink_due, True
+            if wake:
+                self._on_loop(self._pass_on)
 
     def _idle_sink(self) -> bool:
         return self._sink_idle is not None and self._sink_idle()
 
     def _pass_on(self) -> None:
         """Loop callback: give the sink every batch stored since the last call, in order."""
-        with self._wake:
+        with self._lock:
             batches, self._stored, self._sink_due = self._stored, [], False
         assert self._sink is not None
         for events in batches:
@@ -333,15 +340,20 @@ class EventCapture:
             self._store.mark_output_incomplete(handle, GAP_REASON)
 
     async def close(self) -> None:
-        """Stop reading, then let the writer store what it was given and end."""
-        for reader in self._readers.values():
-            if self._loop is not None:
-                self._loop.remove_reader(reader.fd)
-            reader.socket.close(linger=0)
-        self._readers.clear()
-        with self._wake:
+        """Stop reading (what the writer already took is stored) and end the writer."""
+        with self._lock:
             self._closing = True
-            self._wake.notify()
+        self._readers.clear()
         if self._writer is not None:
+            os.eventfd_write(self._signal, 1)
             await asyncio.to_thread(self._writer.join)
             self._writer = None
+            os.close(self._signal)
+        if self._zmq is not None:
+            self._zmq.term()  # the writer closed its sockets
+            self._zmq = None
+
+
+def _settle(future: asyncio.Future[list[bytes]], frames: list[bytes]) -> None:
+    if not future.done():
+        future.set_result(frames)
