@@ -25,7 +25,7 @@ from zodex_gateway.hosts import keys
 from zodex_gateway.hosts.front import FleetFront, McpKeySource, read_mcp_key
 from zodex_gateway.hosts.settings import GatewaySettings, HostEntry
 from zodex_gateway.mcp.http_guard import GuardedMcpApp
-from zodex_gateway.mcp.server import build_server
+from zodex_gateway.mcp.server import ToolHandlers
 from zodex_gateway.sprite.auth import SpriteFront
 from zodex_gateway.sprite.service import service_version
 from zodex_gateway.web.server import Listeners, listen
@@ -91,12 +91,12 @@ async def _serve(
             signing_key=host.signing_key,
         )
         dispatchers.append(dispatcher)
-        server = build_server(dispatcher, start_directory=host.entry.workspace, mode="sprite")
         # The token is never used: the front admits requests by the host's key.
-        mcp = GuardedMcpApp(
-            server,
+        mcp = GuardedMcpApp.serving(
+            ToolHandlers(dispatcher, mode="sprite"),
             secrets.token_hex(32),
             settings.address,
+            start_directory=host.entry.workspace,
             max_body=limits.max_body,
             session_ids=session_ids,
         )

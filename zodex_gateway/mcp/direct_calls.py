@@ -58,6 +58,9 @@ class DirectCalls:
         self._server = server
         self._handlers = handlers
 
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        return self._handlers.input_schema(name)
+
     def accept(self, message: object, version: str | None) -> Accepted | None:
         """The request, when it is a ``tools/call`` the SDK would serve on a connection at
         ``version`` (a handshake version once ``initialize`` was answered, or a 2026-07-28
@@ -87,11 +90,12 @@ class DirectCalls:
             return None
         return Accepted(request_id, typed, version)
 
-    async def answer(self, call: Accepted) -> Json:
-        """The JSON-RPC response to an accepted call, as the SDK would write it."""
+    async def answer(self, call: Accepted, request: Any = None) -> Json:
+        """The JSON-RPC response to an accepted call, as the SDK would write it; ``request``:
+        the HTTP request it came in (None over stdio), which identity reads."""
         modern = call.version in MODERN_PROTOCOL_VERSIONS
         try:
-            result = await self._handlers.call(call.params, call.params.meta, None)
+            result = await self._handlers.call(call.params, call.params.meta, request)
             return {"jsonrpc": "2.0", "id": call.request_id, "result": self._serialize(result, call.version)}
         except Exception as exc:
             error = handler_exception_to_error_data(exc)

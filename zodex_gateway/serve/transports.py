@@ -20,7 +20,7 @@ from zodex_gateway.fleet.supervisor import Supervisor
 from zodex_gateway.mcp.direct_calls import DirectCalls
 from zodex_gateway.mcp.http_guard import GuardedMcpApp
 from zodex_gateway.mcp.jsonrpc_input import AnsweringReadStream
-from zodex_gateway.mcp.server import ToolHandlers, build_server, server_for
+from zodex_gateway.mcp.server import ToolHandlers, server_for
 from zodex_gateway.serve.features import FeatureOptions, open_features
 from zodex_gateway.serve.stdio_direct import DirectStdio
 from zodex_gateway.serve.stdio_pipes import loop_stdio
@@ -173,14 +173,20 @@ def http_transport(
         host = sock.getsockname()[0]
         opened = await open_features(supervisor, FeatureOptions(history=history))
         stop.add_cleanup(opened.close)
-        server = build_server(
+        handlers = ToolHandlers(
             ZmqDispatcher(supervisor),
             limits=supervisor.runtime.limits,
-            start_directory=start_directory,
             read_only_hint=read_only_hint,
             local=opened.features,
         )
-        app = GuardedMcpApp(server, token, host, max_body=limits.max_body, session_ids=session_ids)
+        app = GuardedMcpApp.serving(
+            handlers,
+            token,
+            host,
+            start_directory=start_directory,
+            max_body=limits.max_body,
+            session_ids=session_ids,
+        )
         listeners.add(app, sock)
         history_store = opened.features.history
         if observer is not None and history_store is not None and opened.hub is not None:

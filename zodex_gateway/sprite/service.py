@@ -33,7 +33,7 @@ from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.runtime_dirs import hold_lock, write_owner_file
 from zodex_gateway.fleet.supervisor import Supervisor
 from zodex_gateway.mcp.http_guard import GuardedMcpApp
-from zodex_gateway.mcp.server import build_server
+from zodex_gateway.mcp.server import ToolHandlers
 from zodex_gateway.redaction import SECRETS, RedactingFormatter
 from zodex_gateway.serve.transports import Serve, StopSignal, serve_until_stopped
 from zodex_gateway.sprite.auth import KeySource, SpriteFront
@@ -357,14 +357,15 @@ def _transport(
         stop.add_cleanup(launcher.stop)  # after the workers: every process of the agent goes
         limits = settings.listener_limits()
         listeners = Listeners(limits, lifespan="on", graceful_s=2)
-        server = build_server(
-            ZmqDispatcher(supervisor),
-            limits=settings.limits,
-            start_directory=str(settings.workspace),
-            mode="sprite",
-        )
+        handlers = ToolHandlers(ZmqDispatcher(supervisor), limits=settings.limits, mode="sprite")
         # The token is never used: SpriteFront admits requests by the key.
-        mcp = GuardedMcpApp(server, secrets.token_hex(32), settings.address, max_body=limits.max_body)
+        mcp = GuardedMcpApp.serving(
+            handlers,
+            secrets.token_hex(32),
+            settings.address,
+            start_directory=str(settings.workspace),
+            max_body=limits.max_body,
+        )
         front = SpriteFront(mcp, keys, allowed_hosts=settings.allowed_hosts, version=service_version())
         listeners.add(front, prepared.sock, prepared.tls)
         stop.add_graceful_exit(listeners.stop)
