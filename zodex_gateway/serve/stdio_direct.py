@@ -152,8 +152,11 @@ class DirectStdio:
             text = _encode(message)
         except ValueError:  # a value JSON cannot carry
             text = _encode({"jsonrpc": "2.0", "id": message["id"], "error": _INVALID_RESULT})
-        await self._writer.write(text)
-        await self._writer.flush()
+        try:
+            await self._writer.write(text)
+            await self._writer.flush()
+        except OSError:
+            pass  # the client closed its end: the SDK's reader sees the end of input
 
     async def _close_running(self) -> None:
         running = list(self._running.values())
