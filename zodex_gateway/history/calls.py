@@ -117,6 +117,8 @@ def _insert_files(conn: sqlite3.Connection, invocation_id: str, files: Sequence[
         )
         what = (change.operation, change.path, change.old_path, change.added, change.removed)
         rows.append((invocation_id, idx, *what, diff_json, size))
+    if not rows:
+        return
     conn.executemany(
         "INSERT INTO file_changes (invocation_id, idx, operation, path, old_path, added, removed, diff, size)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -35,12 +35,10 @@ def agent_matches(wanted: str | None, agent_id: str | None) -> bool:
 def new_invocation_id(now: float) -> str:
     """13 characters: time in ms then 20 random bits, so ids sort by start time."""
     ms = max(0, int(now * 1000))
-    digits = []
-    for _ in range(_TIME_DIGITS):
-        ms, rem = divmod(ms, 32)
-        digits.append(_BASE32[rem])
-    stamp = "".join(reversed(digits))
-    return stamp + "".join(secrets.choice(_BASE32) for _ in range(_RANDOM_DIGITS))
+    # One draw of the random bits (each secrets.choice is a read of the OS's random source).
+    value = (ms << (5 * _RANDOM_DIGITS)) | secrets.randbits(5 * _RANDOM_DIGITS)
+    digits = _TIME_DIGITS + _RANDOM_DIGITS
+    return "".join(_BASE32[(value >> (5 * i)) & 31] for i in reversed(range(digits)))
 
 
 def key_hash(identity_key: str) -> str:
