@@ -36,7 +36,9 @@ from zodex_worker.service import WorkerConfig, WorkerService
 from zodex_worker.stop_conditions import IdleTimer, watch_runtime_owner
 
 SPILL_SWEEP_SECONDS = 3600.0
-EVENT_HWM = 10_000  # events queued per subscriber before ZeroMQ drops (the subscriber sees a gap)
+# Events queued per subscriber before ZeroMQ drops (the subscriber sees a gap): a flood's
+# events are 256 KiB each, so this holds at most about 640 MiB of it.
+EVENT_HWM = 2_500
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

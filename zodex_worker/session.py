@@ -25,7 +25,10 @@ from zodex_worker.reaper import Reaper
 
 READ_CHUNK = 64 * 1024
 READS_PER_WAKEUP = 8  # drain a busy PTY in a few reads per wake-up instead of one
-EVENT_BYTES = 64 * 1024  # raw output per event, at most (about)
+# Raw output per event, at most (about). Each event costs its subscribers a fixed amount
+# beside its bytes (a wakeup, a signature check, a history transaction): at 64 KiB that
+# was a third of what history spent on a flood of output.
+EVENT_BYTES = 256 * 1024
 EVENT_DELAY_S = 0.02  # how long the first text of an event may wait for company
 
 
@@ -144,7 +147,7 @@ class Session:
 
     def _queue_output_event(self, raw: str) -> None:
         """Coalesce raw output into few events: a command printing a line per millisecond
-        must not cost every subscriber a message per line. An event leaves once 64 KiB are
+        must not cost every subscriber a message per line. An event leaves once 256 KiB are
         waiting or 20 ms after its first text (a deadline, not a poll), and always before
         the process_ended event."""
         self._event_text.append(raw)

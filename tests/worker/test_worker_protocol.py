@@ -18,6 +18,7 @@ from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode
 from zodex_protocol.version import PROTOCOL_VERSION
 from zodex_system import proctree
+from zodex_worker.session import EVENT_BYTES, READ_CHUNK
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -188,6 +189,20 @@ def test_events_for_one_command(worker: WorkerProcess) -> None:
     assert ended["session"] == handle
     assert (ended["exit_code"], ended["signal"], ended["reason"], ended["background"]) == (0, None, "exit", 0)
     assert ended["ended_at"] >= started["started_at"]
+
+
+def test_a_flood_of_output_comes_in_few_bounded_events(worker: WorkerProcess) -> None:
+    """Output is coalesced into events of at most about EVENT_BYTES (one PTY read beyond it),
+    each stream's text arriving whole and in order (docs/protocol.md#events-xpub)."""
+    total = 2 * 1024 * 1024
+    result, events = collect_session_events(worker, f"head -c {total} /dev/zero | tr '\\0' x")
+    assert result["exit_code"] == 0
+    texts = [body["text"] for kind, body in events if kind == messages.EVENT_OUTPUT]
+    assert "".join(texts) == "x" * total
+    assert max(len(text) for text in texts) <= EVENT_BYTES + READ_CHUNK
+    assert [body["seq"] for kind, body in events if kind == messages.EVENT_OUTPUT] == list(
+        range(1, len(texts) + 1)
+    )
 
 
 def test_shutdown_says_bye_kills_sessions_and_leaves_tombstones() -> None:

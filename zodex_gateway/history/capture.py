@@ -44,6 +44,9 @@ log = logging.getLogger("zodex.gateway")
 
 WELCOME_TIMEOUT_S = 2.0
 BATCH_BYTES = 256 * 1024
+# Events left queued in ZeroMQ before it drops more (a worker's own queue holds as many
+# again): a flood's events are 256 KiB each, so about 640 MiB.
+EVENTS_QUEUED = 2_500
 GAP_REASON = "output events were dropped: the history writer fell behind this command"
 UNWRITABLE_REASON = "output events were not stored: history could not write"
 # Process start/end events kept while history cannot write, stored once it can again (a
@@ -121,7 +124,7 @@ class EventCapture:
         assert self._zmq is not None
         socket = self._zmq.socket(zmq.SUB)
         socket.setsockopt(zmq.LINGER, 0)
-        socket.setsockopt(zmq.RCVHWM, 10_000)
+        socket.setsockopt(zmq.RCVHWM, EVENTS_QUEUED)
         socket.setsockopt(zmq.SUBSCRIBE, b"")
         socket.connect(record.event_endpoint)
         reader = self._readers[key] = _Reader(socket, loop.create_future())
