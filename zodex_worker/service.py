@@ -105,8 +105,9 @@ class WorkerService:
                 result = replace(result, session=session.handle)
             if not session.running and session.ending is not None and not session.ending.background:
                 # Nobody holds this handle; a session that left jobs behind stays so its
-                # timeout (or the runtime's stop) can still end them.
-                self.table.drop(session)
+                # timeout (or the runtime's stop) can still end them. Dropped once the
+                # answer is sent: closing its PTY and group is not the caller's wait.
+                asyncio.get_running_loop().call_soon(self.table.drop, session)
             session.last_used = time.monotonic()
             if evicted is not None:
                 result = _report_eviction(result, evicted)

@@ -169,11 +169,17 @@ class Session:
         self._output_seq += 1  # lets a subscriber see that it missed events
         self._publish(OutputEvent(self.handle, self._output_seq, text))
 
+    def _close_terminal_soon(self) -> None:
+        """Close the PTY once the loop's ready callbacks have run: the kernel's teardown of
+        a terminal is the costliest step of a command's end, and a caller waiting on it
+        (an exec that ended within its yield) can be answered first."""
+        self._loop.call_soon(self.terminal.close)
+
     def _at_eof(self) -> None:
         self._eof = True
         self._loop.remove_reader(self.terminal.fd)
         if self.ending is not None:
-            self.terminal.close()
+            self._close_terminal_soon()
         else:
             self._maybe_end()
 
@@ -214,9 +220,9 @@ class Session:
         self.ending = Ending(code, sig, self._reason, time.monotonic(), len(leftovers), len(leftovers))
         if not leftovers and self._term_task is None:
             self._timeout.cancel()
-        if self._eof:
-            self.terminal.close()
         self._changed.set()
+        if self._eof:
+            self._close_terminal_soon()  # after the waiter set going just above
         self._publish(
             ProcessEnded(
                 session=self.handle,
@@ -262,8 +268,10 @@ class Session:
 
     async def _wait_changed(self, timeout: float) -> None:
         self._changed.clear()
+        # In this task (no task of its own, as wait_for makes): woken in one turn of the loop.
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._changed.wait()
         except TimeoutError:
             pass
 
