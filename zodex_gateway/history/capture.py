@@ -101,11 +101,12 @@ class EventCapture:
         self._output_refused = False  # in the batch being written
         # Between the loop and the writer thread, guarded by _lock: sockets to read, the
         # stop, and stored batches for the sink (one wakeup of the loop passes on every
-        # batch stored since the last). The eventfd wakes the writer out of its poll.
+        # batch stored since the last). A byte on the pipe wakes the writer out of its poll
+        # (a pipe rather than an eventfd: the gateway runs on macOS too).
         self._lock = threading.Lock()
         self._added: list[_Reader] = []
         self._closing = False
-        self._signal = -1
+        self._signal = (-1, -1)  # read end, write end
         self._writer: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stored: list[list[WorkerEvent]] = []
@@ -118,7 +119,9 @@ class EventCapture:
         loop = self._loop = asyncio.get_running_loop()
         if self._writer is None:
             self._zmq = zmq.Context(io_threads=1)
-            self._signal = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            self._signal = os.pipe()
+            for end in self._signal:
+                os.set_blocking(end, False)
             self._writer = threading.Thread(target=self._write_loop, name="history-capture", daemon=True)
             self._writer.start()
         assert self._zmq is not None
@@ -130,7 +133,7 @@ class EventCapture:
         reader = self._readers[key] = _Reader(socket, loop.create_future())
         with self._lock:  # from here on the socket is the writer's alone
             self._added.append(reader)
-        os.eventfd_write(self._signal, 1)
+        self._wake_writer()
         try:
             welcome = await asyncio.wait_for(asyncio.shield(reader.greeted), WELCOME_TIMEOUT_S)
             if welcome != [messages.WELCOME]:
@@ -138,21 +141,26 @@ class EventCapture:
         except TimeoutError:
             log.warning("no welcome from worker %s: its first events may be missing", record.worker_id)
 
+    def _wake_writer(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # a full pipe wakes it already
+            os.write(self._signal[1], b"\0")
+
     def _write_loop(self) -> None:
         """The writer thread: wait for events on every worker's socket, then read and store
         what waits there, a bounded batch at a time, in order. Reading only as fast as it
         stores, it leaves the rest queued in ZeroMQ, whose high-water marks then make a
         worker drop events for this subscriber (and the session's ``seq`` jumps)."""
         poller = zmq.Poller()
-        poller.register(self._signal, zmq.POLLIN)
+        wake = self._signal[0]
+        poller.register(wake, zmq.POLLIN)
         readers: list[_Reader] = []
         turn = 0
         try:
             while True:
                 ready = dict(poller.poll())
-                if self._signal in ready:
+                if wake in ready:
                     with contextlib.suppress(BlockingIOError):
-                        os.eventfd_read(self._signal)
+                        os.read(wake, 4096)  # any left wake the poll again: harmless
                     with self._lock:
                         added, self._added = self._added, []
                         closing = self._closing
@@ -348,10 +356,11 @@ class EventCapture:
             self._closing = True
         self._readers.clear()
         if self._writer is not None:
-            os.eventfd_write(self._signal, 1)
+            self._wake_writer()
             await asyncio.to_thread(self._writer.join)
             self._writer = None
-            os.close(self._signal)
+            for end in self._signal:
+                os.close(end)
         if self._zmq is not None:
             self._zmq.term()  # the writer closed its sockets
             self._zmq = None
