@@ -30,7 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import zmq
-import zmq.asyncio
 
 from zodex_gateway.history import HistoryStore, HistoryUnavailable
 from zodex_gateway.redaction import SECRETS, OutputRedactor, SecretRegistry
@@ -71,7 +70,6 @@ class EventCapture:
     def __init__(
         self,
         store: HistoryStore,
-        context: zmq.asyncio.Context | None,
         codec: WireCodec,
         sink: BatchSink | None = None,
         secrets: SecretRegistry = SECRETS,
@@ -81,9 +79,8 @@ class EventCapture:
         observer's feed), so what it reads back from history already includes them;
         ``sink_idle``, asked on the writer thread after each batch is stored, says when the
         sink would do nothing with it (nobody watches), and the loop is then not woken.
-        ``context`` is not used: the capture's sockets are its writer thread's, made by a
-        context of its own (one that another thread destroys must not close them under it)."""
-        del context
+        The capture's sockets are its writer thread's, made by a ZeroMQ context of its own
+        (one that another thread destroys must not close them under it)."""
         self._store = store
         self._sink_idle = sink_idle
         self._secrets = secrets

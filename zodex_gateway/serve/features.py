@@ -86,7 +86,6 @@ async def open_features(supervisor: Supervisor, options: FeatureOptions) -> Open
     feed = ObserverFeed(store, hub)
     capture = EventCapture(
         store,
-        supervisor.context,
         supervisor.codec,
         sink=feed.worker_events,
         sink_idle=feed.ignores_worker_events,

@@ -120,11 +120,9 @@ class Captured:
     """The capture under test, with a sink that checks, for each batch it is given, that
     history already holds that batch's output."""
 
-    def __init__(
-        self, store: HistoryStore, context: zmq.asyncio.Context, sink_idle: Callable[[], bool] | None = None
-    ) -> None:
+    def __init__(self, store: HistoryStore, sink_idle: Callable[[], bool] | None = None) -> None:
         self.store = store
-        self.capture = EventCapture(store, context, WireCodec(KEY), sink=self.sink, sink_idle=sink_idle)
+        self.capture = EventCapture(store, WireCodec(KEY), sink=self.sink, sink_idle=sink_idle)
         self.events_seen = 0
         self.shown = ""
         self.stored_before_shown: list[bool] = []
@@ -141,8 +139,7 @@ class Captured:
 async def capturing(
     store: HistoryStore, worker: StandInWorker, sink_idle: Callable[[], bool] | None = None
 ) -> AsyncIterator[Captured]:
-    context = zmq.asyncio.Context()
-    captured = Captured(store, context, sink_idle)
+    captured = Captured(store, sink_idle)
     try:
         # The XPUB greets (and takes in the subscription) only while it is used: a thread
         # uses it while attach waits for the greeting, as a worker's event loop would.
@@ -150,7 +147,6 @@ async def capturing(
         yield captured
     finally:
         await captured.capture.close()
-        context.destroy(linger=0)
 
 
 def process(store: HistoryStore, handle: str = HANDLE) -> dict[str, Any]:
@@ -355,8 +351,7 @@ async def test_each_worker_is_read_and_closing_ends_the_writer(store: HistorySto
     workers = [StandInWorker(root) for root in roots]
     workers[1].record = dataclasses.replace(workers[1].record, worker_id="hijklmn")
     handles = ["abcdefg1-0123456789", "hijklmn1-0123456789"]
-    context = zmq.asyncio.Context()
-    capture = EventCapture(store, context, WireCodec(KEY))
+    capture = EventCapture(store, WireCodec(KEY))
     try:
         for worker in workers:
             await asyncio.gather(capture.attach(worker.record), asyncio.to_thread(worker.subscribed))
@@ -370,7 +365,6 @@ async def test_each_worker_is_read_and_closing_ends_the_writer(store: HistorySto
         assert [t.name for t in threading.enumerate()].count("history-capture") == 1
     finally:
         await capture.close()
-        context.destroy(linger=0)
         for worker, root in zip(workers, roots, strict=True):
             worker.close()
             shutil.rmtree(root, ignore_errors=True)
