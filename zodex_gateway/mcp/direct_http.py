@@ -20,6 +20,7 @@ from typing import Any, Final
 from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
+    X_MCP_HEADER_KEY,
     InboundLadderRejection,
     classify_inbound_request,
     find_duplicated_routing_header,
@@ -39,6 +40,8 @@ _PARAM_HEADER_PREFIX: Final = "mcp-param-"
 class DirectHttpCalls:
     def __init__(self, calls: DirectCalls) -> None:
         self._calls = calls
+        # Per tool: whether its input schema declares any Mcp-Param header (x-mcp-header).
+        self._declaring: dict[str, bool] = {}
 
     def accept(self, scope: Scope, body: bytes) -> Accepted | None:
         """The call in this POST, if the SDK would dispatch it; else None."""
@@ -74,8 +77,17 @@ class DirectHttpCalls:
         arguments: Mapping[str, Any] = call.params.arguments or {}
         if not arguments and not any(name.startswith(_PARAM_HEADER_PREFIX) for name in headers):
             return False
-        schema = self._calls.input_schema(call.params.name)
-        return schema is not None and validate_mcp_param_headers(schema, arguments, headers) is not None
+        name = call.params.name
+        schema = self._calls.input_schema(name)
+        if schema is None or not self._declares_param_headers(name, schema):
+            return False  # nothing declared: the SDK's check walks the schema to find nothing
+        return validate_mcp_param_headers(schema, arguments, headers) is not None
+
+    def _declares_param_headers(self, name: str, schema: Mapping[str, Any]) -> bool:
+        declares = self._declaring.get(name)
+        if declares is None:
+            declares = self._declaring[name] = X_MCP_HEADER_KEY in json.dumps(schema)
+        return declares
 
     async def respond(self, call: Accepted, scope: Scope, receive: Receive, send: Send) -> None:
         message = await self._calls.answer(call, Request(scope))

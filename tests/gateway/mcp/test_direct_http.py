@@ -235,3 +235,33 @@ async def test_a_doubled_routing_header_is_left_to_the_sdk(twin: InProcessDispat
         assert CountingCalls.answered == before
         assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())
         assert ours.status_code == 400
+
+
+class DeclaringHandlers(ToolHandlers):
+    """exec_command's schema mirrors ``workdir`` into an ``Mcp-Param-Workdir`` header."""
+
+    def input_schema(self, name: str) -> Any:
+        schema = super().input_schema(name)
+        if name != "exec_command" or schema is None:
+            return schema
+        properties = {
+            **schema["properties"],
+            "workdir": {**schema["properties"]["workdir"], "x-mcp-header": "Workdir"},
+        }
+        return {**schema, "properties": properties}
+
+
+async def test_a_declared_param_header_is_checked_as_the_sdk_checks_it(
+    twin: InProcessDispatcher, tmp_path: Path
+) -> None:
+    message = request("exec_command", {"cmd": "echo hi", "workdir": str(tmp_path)})
+    async with pair(DeclaringHandlers(twin)) as both:
+        before = CountingCalls.answered
+        ours, theirs = await both.post(message, {**PLAIN, "Mcp-Param-Workdir": "/somewhere/else"})
+        assert CountingCalls.answered == before, "a disagreeing header was answered directly"
+        assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())
+        assert ours.status_code == 400
+        ours, theirs = await both.post(message, {**PLAIN, "Mcp-Param-Workdir": str(tmp_path)})
+        assert CountingCalls.answered == before + 1
+        assert comparable(ours) == comparable(theirs)
+        assert ours.json()["result"]["structuredContent"]["output"] == "hi\n"
