@@ -57,6 +57,12 @@ class DirectCalls:
     def __init__(self, server: Server[Any], handlers: ToolHandlers) -> None:
         self._server = server
         self._handlers = handlers
+        # A cache hint for tool calls, or a middleware of our own, would shape every call:
+        # then every call is the SDK's. Zodex configures neither; the SDK's own middleware
+        # is its OpenTelemetry span.
+        self._enabled = server.cache_hints.get(METHOD) is None and all(
+            type(middleware).__module__.startswith("mcp.") for middleware in server.middleware
+        )
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         return self._handlers.input_schema(name)
@@ -65,7 +71,9 @@ class DirectCalls:
         """The request, when it is a ``tools/call`` the SDK would serve on a connection at
         ``version`` (a handshake version once ``initialize`` was answered, or a 2026-07-28
         one, read from each request's envelope: pass ``MODERN``); else None."""
-        if version is None or not isinstance(message, dict) or message.get("method") != METHOD:
+        if not self._enabled or version is None or not isinstance(message, dict):
+            return None
+        if message.get("method") != METHOD:
             return None
         request_id = message.get("id")
         if isinstance(request_id, bool) or not isinstance(request_id, int | str):
@@ -116,7 +124,8 @@ class DirectCalls:
             raise MCPError(code=INTERNAL_ERROR, message=_INVALID_RESULT) from None
         if version not in MODERN_PROTOCOL_VERSIONS:
             return dumped
-        dumped.setdefault("resultType", "complete")
+        if dumped.get("resultType") is None:
+            dumped["resultType"] = "complete"
         meta = dumped.get("_meta")
         if meta is None:
             dumped["_meta"] = {SERVER_INFO_META_KEY: self._server.server_info_stamp}

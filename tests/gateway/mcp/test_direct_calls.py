@@ -233,3 +233,14 @@ def test_a_plain_call_is_taken_on_both_eras() -> None:
     modern = tools_call(params={"name": "exec_command", "arguments": {}, "_meta": ENVELOPE})
     taken = direct.accept(modern, MODERN)
     assert taken is not None and taken.version == LATEST_MODERN_VERSION
+
+
+def test_a_server_with_a_middleware_of_its_own_leaves_every_call_to_the_sdk() -> None:
+    class Observing:
+        async def __call__(self, ctx: Any, call_next: Any) -> Any:
+            return await call_next(ctx)
+
+    server = server_for(ToolHandlers(object()))  # type: ignore[arg-type]
+    server.middleware.append(Observing())  # type: ignore[arg-type]
+    direct = DirectCalls(server, ToolHandlers(object()))  # type: ignore[arg-type]
+    assert direct.accept(tools_call(), HANDSHAKE) is None
