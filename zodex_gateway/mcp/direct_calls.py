@@ -39,7 +39,7 @@ from zodex_gateway.mcp.server import ToolHandlers
 log = logging.getLogger("zodex.gateway")
 
 METHOD: Final = "tools/call"
-_INVALID_RESULT: Final = "Handler returned an invalid result"
+INVALID_RESULT: Final = "Handler returned an invalid result"  # the SDK's words
 
 Json = dict[str, Any]
 
@@ -121,7 +121,7 @@ class DirectCalls:
             dumped = _methods.serialize_server_result(METHOD, version, dumped)
         except ValidationError:
             log.exception("handler for %r returned an invalid result", METHOD)
-            raise MCPError(code=INTERNAL_ERROR, message=_INVALID_RESULT) from None
+            raise MCPError(code=INTERNAL_ERROR, message=INVALID_RESULT) from None
         if version not in MODERN_PROTOCOL_VERSIONS:
             return dumped
         if dumped.get("resultType") is None:

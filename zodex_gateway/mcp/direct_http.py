@@ -20,6 +20,7 @@ from typing import Any, Final
 from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
+    MCP_PARAM_HEADER_PREFIX,
     X_MCP_HEADER_KEY,
     InboundLadderRejection,
     classify_inbound_request,
@@ -34,7 +35,7 @@ from starlette.types import Receive, Scope, Send
 
 from zodex_gateway.mcp.direct_calls import MODERN, Accepted, DirectCalls
 
-_PARAM_HEADER_PREFIX: Final = "mcp-param-"
+_PARAM_HEADER_PREFIX: Final = MCP_PARAM_HEADER_PREFIX.lower()  # ASGI header names are lowercase
 
 
 class DirectHttpCalls:

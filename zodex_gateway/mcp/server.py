@@ -397,19 +397,6 @@ def _workdirs(args: dict[str, Any]) -> tuple[str | None, str | None]:
     return declared, real
 
 
-def build_server(
-    dispatcher: Dispatcher,
-    *,
-    limits: Limits | None = None,
-    start_directory: str | None = None,
-    read_only_hint: bool = True,
-    mode: str = "local",
-    local: LocalFeatures | None = None,
-) -> Server[Any]:
-    handlers = ToolHandlers(dispatcher, limits=limits, read_only_hint=read_only_hint, mode=mode, local=local)
-    return server_for(handlers, start_directory=start_directory)
-
-
 def server_for(handlers: ToolHandlers, *, start_directory: str | None = None) -> Server[Any]:
     """The SDK's server around ``handlers``: listing, calls and the instructions of its mode."""
     mode = handlers.mode

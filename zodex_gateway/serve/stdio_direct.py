@@ -29,11 +29,11 @@ from mcp.shared.dispatcher import coerce_request_id
 from mcp_types import CONNECTION_CLOSED
 from pydantic import ValidationError
 
-from zodex_gateway.mcp.direct_calls import MODERN, Accepted, DirectCalls
+from zodex_gateway.mcp.direct_calls import INVALID_RESULT, MODERN, Accepted, DirectCalls
 from zodex_gateway.serve.stdio_pipes import LineReader, LineWriter
 
 _CLOSED: Final = {"code": CONNECTION_CLOSED, "message": "Connection closed"}
-_INVALID_RESULT: Final = {"code": types.INTERNAL_ERROR, "message": "Handler returned an invalid result"}
+_INVALID_RESULT: Final = {"code": types.INTERNAL_ERROR, "message": INVALID_RESULT}
 # A \uD800-\uDFFF escape: the SDK's parser refuses the line (zodex_gateway.mcp.jsonrpc_input).
 _SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 

@@ -19,19 +19,14 @@ import pytest
 from mcp.shared.message import SessionMessage
 from mcp_types.version import LATEST_MODERN_VERSION
 
+from tests.support.direct_calls import ENVELOPE, without_timing
 from tests.support.in_process import InProcessDispatcher
 from zodex_gateway.mcp.direct_calls import MODERN, DirectCalls
 from zodex_gateway.mcp.server import ToolHandlers, server_for
-from zodex_protocol.limits import Limits
 
 pytestmark = pytest.mark.timeout(30)
 
 Json = dict[str, Any]
-ENVELOPE = {
-    types.PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
-    types.CLIENT_CAPABILITIES_META_KEY: {},
-    types.CLIENT_INFO_META_KEY: {"name": "test", "version": "0"},
-}
 HANDSHAKE = "2025-06-18"
 
 
@@ -67,15 +62,6 @@ async def sdk_and_direct(handlers: ToolHandlers) -> AsyncIterator[tuple[SdkConne
 
 
 @pytest.fixture
-async def twin(tmp_path: Path) -> AsyncIterator[InProcessDispatcher]:
-    dispatcher = InProcessDispatcher(Limits(), tmp_path / "spill", ["/bin/bash", "-c"])
-    try:
-        yield dispatcher
-    finally:
-        await dispatcher.close()
-
-
-@pytest.fixture
 def workdir(tmp_path: Path) -> str:
     path = tmp_path / "wd"
     path.mkdir()
@@ -91,17 +77,6 @@ def calls(workdir: str) -> list[tuple[str, Json]]:
         ("apply_patch", {"patch": "not a patch", "workdir": workdir}),
         ("no_such_tool", {}),
     ]
-
-
-def without_timing(answer: Json) -> Json:
-    """The answer with the command's measured wall time left out (it differs run to run)."""
-    result = answer.get("result")
-    if isinstance(result, dict) and isinstance(result.get("structuredContent"), dict):
-        result["structuredContent"].pop("wall_time_ms", None)
-        text = json.loads(result["content"][0]["text"])
-        text.pop("wall_time_ms", None)
-        result["content"][0]["text"] = text
-    return answer
 
 
 async def both_answers(
@@ -143,34 +118,27 @@ async def test_on_a_2026_connection_answers_equal_the_sdks(twin: InProcessDispat
             assert types.SERVER_INFO_META_KEY in ours["result"]["_meta"]
 
 
-class FailingDispatcher(InProcessDispatcher):
-    async def exec_command(self, args: Any, *, tag: str | None = None) -> Any:
-        raise RuntimeError("the dispatcher broke")
-
-
 @pytest.mark.parametrize("modern", [False, True], ids=["handshake", "2026"])
-async def test_a_handler_that_raises_is_answered_as_the_sdk_answers_it(tmp_path: Path, modern: bool) -> None:
-    twin = FailingDispatcher(Limits(), tmp_path / "spill", ["/bin/bash", "-c"])
-    try:
-        async with sdk_and_direct(ToolHandlers(twin)) as (sdk, direct):
-            version = MODERN if modern else HANDSHAKE
-            if not modern:
-                init = {
-                    "protocolVersion": HANDSHAKE,
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "0"},
-                }
-                await sdk.request({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
-            params: Json = {"name": "exec_command", "arguments": {"cmd": "true", "workdir": str(tmp_path)}}
-            if modern:
-                params["_meta"] = ENVELOPE
-            ours, theirs = await both_answers(
-                sdk, direct, {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}, version
-            )
-            assert ours == theirs
-            assert "error" in ours and "result" not in ours
-    finally:
-        await twin.close()
+async def test_a_handler_that_raises_is_answered_as_the_sdk_answers_it(
+    failing_twin: InProcessDispatcher, tmp_path: Path, modern: bool
+) -> None:
+    async with sdk_and_direct(ToolHandlers(failing_twin)) as (sdk, direct):
+        version = MODERN if modern else HANDSHAKE
+        if not modern:
+            init = {
+                "protocolVersion": HANDSHAKE,
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            }
+            await sdk.request({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+        params: Json = {"name": "exec_command", "arguments": {"cmd": "true", "workdir": str(tmp_path)}}
+        if modern:
+            params["_meta"] = ENVELOPE
+        ours, theirs = await both_answers(
+            sdk, direct, {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}, version
+        )
+        assert ours == theirs
+        assert "error" in ours and "result" not in ours
 
 
 def tools_call(**changes: Any) -> Json:

@@ -15,24 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import mcp_types as types
 import pytest
 from mcp_types.version import LATEST_MODERN_VERSION
 from starlette.types import ASGIApp, Message
 
+from tests.support.direct_calls import ENVELOPE, without_timing
 from tests.support.in_process import InProcessDispatcher
 from zodex_gateway.mcp.direct_calls import Accepted, DirectCalls
 from zodex_gateway.mcp.http_guard import GuardedMcpApp
 from zodex_gateway.mcp.server import ToolHandlers, server_for
-from zodex_protocol.limits import Limits
 
 pytestmark = pytest.mark.timeout(30)
 
 TOKEN = "t0k3n" * 12 + "abcd"
-ENVELOPE = {
-    types.PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
-    types.CLIENT_CAPABILITIES_META_KEY: {},
-}
 
 
 class CountingCalls(DirectCalls):
@@ -96,15 +91,6 @@ async def pair(handlers: ToolHandlers) -> AsyncIterator[Pair]:
         yield Pair(sdk, direct)
 
 
-@pytest.fixture
-async def twin(tmp_path: Path) -> AsyncIterator[InProcessDispatcher]:
-    dispatcher = InProcessDispatcher(Limits(), tmp_path / "spill", ["/bin/bash", "-c"])
-    try:
-        yield dispatcher
-    finally:
-        await dispatcher.close()
-
-
 def request(name: str, arguments: dict[str, Any], request_id: int = 1) -> dict[str, Any]:
     params = {"name": name, "arguments": arguments, "_meta": ENVELOPE}
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
@@ -122,14 +108,7 @@ def headers_for(name: str) -> dict[str, str]:
 
 
 def comparable(response: httpx.Response) -> tuple[int, str, Any]:
-    body = response.json()
-    result = body.get("result")
-    if isinstance(result, dict) and isinstance(result.get("structuredContent"), dict):
-        result["structuredContent"].pop("wall_time_ms", None)
-        result["content"][0]["text"] = {
-            k: v for k, v in json.loads(result["content"][0]["text"]).items() if k != "wall_time_ms"
-        }
-    return response.status_code, response.headers["content-type"], body
+    return response.status_code, response.headers["content-type"], without_timing(response.json())
 
 
 async def test_plain_calls_are_answered_directly_and_as_the_sdk_answers_them(
@@ -152,21 +131,14 @@ async def test_plain_calls_are_answered_directly_and_as_the_sdk_answers_them(
             assert ours.status_code == 200
 
 
-class FailingDispatcher(InProcessDispatcher):
-    async def exec_command(self, args: Any, *, tag: str | None = None) -> Any:
-        raise RuntimeError("the dispatcher broke")
-
-
-async def test_a_handler_that_raises_gets_the_sdks_error_and_status(tmp_path: Path) -> None:
-    twin = FailingDispatcher(Limits(), tmp_path / "spill", ["/bin/bash", "-c"])
-    try:
-        async with pair(ToolHandlers(twin)) as both:
-            message = request("exec_command", {"cmd": "true", "workdir": str(tmp_path)})
-            ours, theirs = await both.post(message, headers_for("exec_command"))
-            assert comparable(ours) == comparable(theirs)
-            assert "error" in ours.json()
-    finally:
-        await twin.close()
+async def test_a_handler_that_raises_gets_the_sdks_error_and_status(
+    failing_twin: InProcessDispatcher, tmp_path: Path
+) -> None:
+    async with pair(ToolHandlers(failing_twin)) as both:
+        message = request("exec_command", {"cmd": "true", "workdir": str(tmp_path)})
+        ours, theirs = await both.post(message, headers_for("exec_command"))
+        assert comparable(ours) == comparable(theirs)
+        assert "error" in ours.json()
 
 
 def changed(headers: dict[str, str], **changes: str | None) -> dict[str, str]:

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 
 from tests.support.gateway import wait_for
 from zodex_gateway.mcp.http_guard import LARGE_BODY, GuardedMcpApp, load_or_create_token
-from zodex_gateway.mcp.server import build_server
+from zodex_gateway.mcp.server import ToolHandlers, server_for
 
 TOKEN = "t0k3n" * 12 + "abcd"  # 64 characters
 PORT = 8123
@@ -47,7 +47,7 @@ class NoDispatcher:
 
 def make_app(host: str = "127.0.0.1") -> GuardedMcpApp:
     # The port the Host must carry is the one the connection came in on (the client's base_url).
-    return GuardedMcpApp(build_server(NoDispatcher()), TOKEN, host)  # type: ignore[arg-type]
+    return GuardedMcpApp(server_for(ToolHandlers(NoDispatcher())), TOKEN, host)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -193,7 +193,7 @@ def test_token_file_with_a_short_token_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_body_over_max_body_is_413_with_a_json_rpc_error_naming_the_limit() -> None:
-    app = GuardedMcpApp(build_server(NoDispatcher()), TOKEN, "127.0.0.1", max_body=64 * 1024)  # type: ignore[arg-type]
+    app = GuardedMcpApp(server_for(ToolHandlers(NoDispatcher())), TOKEN, "127.0.0.1", max_body=64 * 1024)  # type: ignore[arg-type]
     expected = {
         "jsonrpc": "2.0",
         "id": None,

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from zodex_gateway.agents.identity import VERIFIED_SESSION_SCOPE_KEY
 from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.mcp.http_guard import UNKNOWN_SESSION, GuardedMcpApp
-from zodex_gateway.mcp.server import NO_IDENTITY, build_server
+from zodex_gateway.mcp.server import NO_IDENTITY, ToolHandlers, server_for
 
 TOKEN = "s3ss10n" * 9 + "x"
 PORT = 8124
@@ -48,7 +48,9 @@ class Recording:
     """The guarded app, remembering the scope of each request that reached the MCP app."""
 
     def __init__(self) -> None:
-        self.guarded = GuardedMcpApp(build_server(NoDispatcher()), TOKEN, "127.0.0.1", session_ids=IDS)  # type: ignore[arg-type]
+        self.guarded = GuardedMcpApp(
+            server_for(ToolHandlers(NoDispatcher())), TOKEN, "127.0.0.1", session_ids=IDS
+        )  # type: ignore[arg-type]
         inner = self.guarded._app
         self.reached: list[dict[str, Any]] = []
 

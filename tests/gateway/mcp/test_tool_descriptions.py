@@ -92,12 +92,12 @@ async def test_the_server_lists_the_limits_it_was_given() -> None:
 async def test_the_sdk_finds_each_listed_input_schema_without_listing_tools() -> None:
     # Over HTTP the SDK checks Mcp-Param-* headers against the called tool's input schema;
     # the lookup it is given answers exactly what tools/list lists.
-    from zodex_gateway.mcp.server import build_server
+    from zodex_gateway.mcp.server import server_for
 
     handlers = ToolHandlers(object(), limits=CHANGED)  # type: ignore[arg-type]
     listed = (await handlers.list_tools(None, None)).tools
     assert {t.name: handlers.input_schema(t.name) for t in listed} == {t.name: t.input_schema for t in listed}
     assert handlers.input_schema("no_such_tool") is None
-    lookup = build_server(object(), limits=CHANGED).get_tool_input_schema  # type: ignore[arg-type]
+    lookup = server_for(ToolHandlers(object(), limits=CHANGED)).get_tool_input_schema  # type: ignore[arg-type]
     assert lookup is not None
     assert lookup(tools.EXEC_COMMAND) == handlers.input_schema(tools.EXEC_COMMAND)

@@ -7,7 +7,6 @@ closes it and none starts another subprocess.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +16,13 @@ import pytest
 from tests.support.in_process import InProcessDispatcher
 from zodex_gateway.mcp.server import ToolHandlers
 from zodex_protocol.errors import ErrorCode, ProtocolError
-from zodex_protocol.limits import Limits
 
 pytestmark = pytest.mark.timeout(30)
 
 
 @pytest.fixture
-async def handlers(tmp_path: Path) -> AsyncIterator[ToolHandlers]:
-    dispatcher = InProcessDispatcher(Limits(), tmp_path / "spill", ["/bin/bash", "-c"])
-    try:
-        yield ToolHandlers(dispatcher)
-    finally:
-        await dispatcher.close()
+def handlers(twin: InProcessDispatcher) -> ToolHandlers:
+    return ToolHandlers(twin)
 
 
 @pytest.fixture
