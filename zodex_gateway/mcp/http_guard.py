@@ -33,8 +33,6 @@ from starlette.types import Message, Receive, Scope, Send
 from zodex_gateway.agents.identity import VERIFIED_SESSION_SCOPE_KEY
 from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.mcp import jsonrpc_input
-from zodex_gateway.mcp.direct_calls import DirectCalls
-from zodex_gateway.mcp.direct_http import DirectHttpCalls
 from zodex_gateway.mcp.server import ToolHandlers, server_for
 from zodex_gateway.web import guard
 from zodex_gateway.web.listener_limits import DEFAULT_MAX_BODY
@@ -85,11 +83,8 @@ class GuardedMcpApp:
         *,
         max_body: int = DEFAULT_MAX_BODY,
         session_ids: SessionIds | None = None,
-        direct: DirectCalls | None = None,
     ) -> None:
-        """``session_ids``: signs and verifies session ids; a key of this process only when None.
-        ``direct``: plain tool calls answered without the SDK (docs/modes.md#direct-tool-calls)."""
-        self._direct = DirectHttpCalls(direct) if direct is not None else None
+        """``session_ids``: signs and verifies session ids; a key of this process only when None."""
         self._token = token
         self._session_ids = session_ids or SessionIds.ephemeral()
         self.max_body = max_body
@@ -118,16 +113,9 @@ class GuardedMcpApp:
         max_body: int = DEFAULT_MAX_BODY,
         session_ids: SessionIds | None = None,
     ) -> GuardedMcpApp:
-        """The app serving ``handlers`` through the SDK's server, plain calls directly."""
+        """The app serving ``handlers`` through the SDK's server."""
         server = server_for(handlers, start_directory=start_directory)
-        return cls(
-            server,
-            token,
-            host,
-            max_body=max_body,
-            session_ids=session_ids,
-            direct=DirectCalls(server, handlers),
-        )
+        return cls(server, token, host, max_body=max_body, session_ids=session_ids)
 
     def _token_ok(self, scope: Scope) -> bool:
         given = guard.header(scope, TOKEN_HEADER)
@@ -175,11 +163,6 @@ class GuardedMcpApp:
                     reply = guard.json_response(200 if "result" in refusal else 400, refusal)
                     await reply(scope, receive, send)
                     return
-            direct = self._direct
-            call = direct.accept(scope, body) if direct is not None else None
-            if direct is not None and call is not None:
-                await direct.respond(call, scope, receive, slot.releasing(send))
-                return
             if _opens_handshake(scope, body):
                 send = _with_session_id(send, session or self._session_ids.issue())
             await self._app(scope, _replay(body, receive), slot.releasing(send))

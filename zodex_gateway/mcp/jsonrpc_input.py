@@ -134,6 +134,19 @@ def _first_surrogate(value: object) -> tuple[list[str | int], bool] | None:
     return None
 
 
+def reply_to_idless_request(item: SessionMessage) -> Json | None:
+    """The answer to a request the SDK read as a notification: its id was not a string or an
+    integer (``true``, ``null``, ``1.5``, an object), or it had none. The SDK would drop it
+    unanswered; a notification's method always starts with ``notifications/``."""
+    message = item.message
+    if not isinstance(message, types.JSONRPCNotification) or message.method.startswith("notifications/"):
+        return None
+    return error(
+        INVALID_REQUEST,
+        f"Invalid Request: a {message.method} request needs an id that is a string or an integer",
+    )
+
+
 def reply_to_rejected(exc: Exception) -> Json | None:
     """The answer to a frame the SDK's stdio reader turned into ``exc`` instead of a message."""
     if not isinstance(exc, ValidationError):
@@ -166,7 +179,13 @@ class AnsweringReadStream:
         while True:
             item = await self._inner.receive()
             if not isinstance(item, Exception):
-                return item
+                reply = reply_to_idless_request(item)
+                if reply is None:
+                    return item
+                await self._write.send(
+                    SessionMessage(types.jsonrpc_message_adapter.validate_python(reply, by_name=False))
+                )
+                continue
             reply = reply_to_rejected(item)
             if reply is None:
                 log.warning("stdio transport error: %r", item)

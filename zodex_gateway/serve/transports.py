@@ -17,12 +17,10 @@ from zodex_gateway.fleet.dispatcher import ZmqDispatcher
 from zodex_gateway.fleet.launcher import Launcher
 from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.supervisor import Supervisor
-from zodex_gateway.mcp.direct_calls import DirectCalls
 from zodex_gateway.mcp.http_guard import GuardedMcpApp
 from zodex_gateway.mcp.jsonrpc_input import AnsweringReadStream
 from zodex_gateway.mcp.server import ToolHandlers, server_for
 from zodex_gateway.serve.features import FeatureOptions, open_features
-from zodex_gateway.serve.stdio_direct import DirectStdio
 from zodex_gateway.serve.stdio_pipes import loop_stdio
 from zodex_gateway.web.listener_limits import ListenerLimits
 from zodex_gateway.web.server import Listeners, base_url
@@ -115,13 +113,8 @@ def stdio_transport(start_directory: str, *, history: bool = True) -> Serve:
         )
         server = server_for(handlers, start_directory=start_directory)
         async with loop_stdio() as wire:
-            # On pipes, the wire is served on the loop, not in the SDK's threads (stdio_pipes),
-            # and plain tool calls are answered without the SDK's dispatcher (stdio_direct).
-            ends = None
-            if wire is not None:
-                direct = DirectStdio(*wire, DirectCalls(server, handlers))
-                ends = (direct, direct.sdk_writer)
-            await _serve_stdio(server, ends)
+            # On pipes, the wire is served on the loop, not in the SDK's threads (stdio_pipes).
+            await _serve_stdio(server, wire)
 
     return serve
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.direct_calls import FailingDispatcher
 from tests.support.in_process import InProcessDispatcher
+from tests.support.tool_calls import FailingDispatcher
 from zodex_protocol.limits import Limits
 
 SHELL = ["/bin/bash", "-c"]

@@ -1,6 +1,5 @@
-"""Plain tool calls on stdio are answered without the SDK's dispatcher, and the connection
-still behaves as the SDK's does (docs/modes.md#direct-tool-calls): raw JSON-RPC lines to
-a real stdio gateway, its real workers and PTYs."""
+"""A stdio connection behaves as the MCP SDK's does at each revision (docs/modes.md#revisions):
+raw JSON-RPC lines to a real stdio gateway, its real workers and PTYs."""
 
 from __future__ import annotations
 
@@ -146,3 +145,69 @@ def test_at_the_end_of_input_a_running_call_is_answered_connection_closed(
         assert gw.process.wait(timeout=20) == 0
     finally:
         gw.finish()
+
+
+@pytest.mark.parametrize("bad_id", [True, {"a": 1}, None, 1.5], ids=["true", "object", "null", "float"])
+def test_a_request_whose_id_is_not_a_string_or_an_integer_is_answered_and_not_run(
+    genv: GatewayEnv, tmp_path: Path, bad_id: Any
+) -> None:
+    gw = RawStdioGateway(genv)
+    try:
+        send(gw, bad_id, "tools/call", exec_call(tmp_path, "touch ran"))
+        assert gw.next_message() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32600,
+                "message": "Invalid Request: a tools/call request needs an id that is a string or an integer",
+            },
+        }
+        assert (
+            gw.call("exec_command", cmd="echo next", workdir=str(tmp_path))["structuredContent"]["output"]
+            == "next\n"
+        )
+        assert not (tmp_path / "ran").exists(), "the refused call ran"
+    finally:
+        gw.finish()
+
+
+def test_a_call_nested_deeper_than_the_sdk_parses_is_refused_and_not_run(
+    genv: GatewayEnv, tmp_path: Path
+) -> None:
+    nested: Any = "x"
+    for _ in range(300):
+        nested = [nested]
+    gw = RawStdioGateway(genv)
+    try:
+        send(gw, 5, "tools/call", exec_call(tmp_path, "touch ran", env={"DEEP": nested}))
+        reply = gw.next_message()
+        assert reply["id"] is None and reply["error"]["code"] == -32700, reply
+        assert (
+            gw.call("exec_command", cmd="echo next", workdir=str(tmp_path))["structuredContent"]["output"]
+            == "next\n"
+        )
+        assert not (tmp_path / "ran").exists(), "the refused call ran"
+    finally:
+        gw.finish()
+
+
+@pytest.mark.parametrize(
+    "initialize_line",
+    [
+        # A surrogate pair is valid JSON (one character), NaN is accepted by the SDK's parser.
+        '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        '"capabilities":{},"clientInfo":{"name":"raw \\ud83d\\ude00","version":"0"}}}',
+        '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        '"capabilities":{"x":NaN},"clientInfo":{"name":"raw","version":"0"}}}',
+    ],
+    ids=["surrogate-pair", "nan"],
+)
+def test_an_unusual_initialize_still_makes_a_handshake_connection(
+    bare: RawStdioGateway, tmp_path: Path, initialize_line: str
+) -> None:
+    bare.send_line(initialize_line)
+    assert bare.next_message()["result"]["protocolVersion"] == "2025-06-18"
+    send(bare, 1, "tools/call", {**exec_call(tmp_path, "touch ran"), "_meta": ENVELOPE})
+    reply = bare.next_message()
+    assert reply["id"] == 1 and reply["error"]["code"] == -32600, reply
+    assert not (tmp_path / "ran").exists(), "a 2026-07-28 call ran on a handshake connection"

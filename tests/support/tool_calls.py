@@ -1,5 +1,5 @@
-"""What the direct tool call tests share (docs/modes.md#direct-tool-calls): a 2026-07-28
-envelope, a dispatcher that raises, and answers compared without their measured times."""
+"""What the MCP layer's tool call tests share: a 2026-07-28 envelope, a dispatcher that
+raises, and answers compared without their measured times."""
 
 from __future__ import annotations
 
