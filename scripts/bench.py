@@ -233,10 +233,39 @@ async def local_viewer_rows(
             watched = await bench.trivial(n, workdir)
             watched_tp = min(await timed_runs(bench, workdir))
             watching.cancel()
+        bridge_params = StdioServerParameters(
+            command=zodex, args=["local", "connect"], env=local_env, cwd=str(root)
+        )
+        async with Client(bridge_params, read_timeout_seconds=300) as bridged_client:
+            bridged = Bench(bridged_client, root)
+            await bridged.trivial(20, workdir)
+            through_bridge = await bridged.trivial(n, workdir)
+        starts = bridge_first_answers(zodex, local_env, 10 if n < 100 else 30)
     finally:
         subprocess.run([zodex, "local", "stop"], env=local_env, check=True, capture_output=True)
     a50, w50, fresh50 = percentile(alone, 50), percentile(watched, 50), percentile(fresh, 50)
+    b50 = percentile(through_bridge, 50)
+    python50 = percentile(starts["python3 -c pass"], 50)
+    bridge_rows = [
+        (
+            f"`zodex local connect` first answer, {era}",
+            f"{percentile(times, 50) * 1000:.1f} ms",
+            f"{python50 * 1000:.1f} ms",
+            f"{percentile(times, 50) / python50:.2f}x",
+            "≤ 3x of `python3 -c pass`",
+        )
+        for era, times in starts.items()
+        if era != "python3 -c pass"
+    ]
     return [
+        *bridge_rows,
+        (
+            "Local trivial exec p50 through `zodex local connect`",
+            f"{b50 * 1000:.2f} ms",
+            f"{a50 * 1000:.2f} ms",
+            f"{b50 / a50:.2f}x",
+            "≤ 1.5x of Local over HTTP",
+        ),
         (
             "Local trivial exec p50, no viewer",
             f"{a50 * 1000:.2f} ms",
@@ -266,6 +295,42 @@ async def local_viewer_rows(
             "",
         ),
     ]
+
+
+def bridge_first_answers(zodex: str, env: dict[str, str], n: int) -> dict[str, list[float]]:
+    """From spawning ``zodex local connect`` to its first answer (Local running), for each
+    era's opening request, interleaved with spawning ``python3 -c pass`` to its exit (the
+    same interpreter): the start a client waits for, against a bare Python start."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    openings = {
+        "initialize (2025-11-25)": {
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
+        },
+        "server/discover (2026-07-28)": {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}},
+    }  # fmt: skip
+    times: dict[str, list[float]] = {"python3 -c pass": [], **{era: [] for era in openings}}
+    for _ in range(n):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times["python3 -c pass"].append(time.perf_counter() - started)
+        for era, opening in openings.items():
+            started = time.perf_counter()
+            bridge = subprocess.Popen(
+                [zodex, "local", "connect"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+            )
+            assert bridge.stdin is not None and bridge.stdout is not None
+            bridge.stdin.write(json.dumps(opening).encode() + b"\n")
+            bridge.stdin.flush()
+            answer = json.loads(bridge.stdout.readline())
+            times[era].append(time.perf_counter() - started)
+            assert "result" in answer, answer
+            bridge.stdin.close()
+            bridge.wait()
+    return times
 
 
 async def fresh_connection_trivial(

@@ -399,7 +399,7 @@ def connect() -> None:
     It finds Local anew on every call, so it keeps working across `stop` and `start`; it
     lists the tools even while Local is down, and its calls then fail saying how to start it.
     """
-    from zodex_gateway.local.connect import run_bridge
+    from zodex_gateway.local.bridge.stdio import run_bridge
 
     sys.exit(run_bridge(LocalPaths.from_env()))
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from pathlib import Path
 
@@ -55,6 +54,8 @@ def create_secret_file(path: Path, data: bytes) -> None:
 def _put(path: Path, data: bytes, *, replace: bool, mode: int = 0o600) -> None:
     # A random name: two writers of one file (two threads, a stale temp file of a crashed
     # writer) never share a temporary file.
+    import secrets  # here: the stdio bridge reads secret files and must start fast
+
     temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(temp, _FLAGS, 0o600)
     try:

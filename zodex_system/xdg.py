@@ -6,41 +6,50 @@
 - the runtime root: ``$XDG_RUNTIME_DIR/zodex`` when that directory exists, else
   ``/tmp/zodex-<uid>`` (docs/security.md#state-directories).
 
-As the XDG spec says, an unset, empty or relative variable is ignored. These are the XDG
-paths on every POSIX system, macOS included (the docs promise them, not ``~/Library``).
+As the XDG spec says, an unset, empty or relative variable is ignored (and a relative
+``HOME`` is taken as unset: the account's home from the password database). These are the
+XDG paths on every POSIX system, macOS included (the docs promise them, not ``~/Library``).
+Hand-written, a few lines: ``zodex local connect`` resolves them on its way to a client's
+first answer, and a library for them costs more than the rest of that path.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
+import pwd
 from pathlib import Path
-
-from platformdirs.unix import Unix
-
-# platformdirs' Unix rules are the XDG spec's (relative values ignored, a relative HOME
-# treated as unset); its Unix class applies them on macOS too.
-_XDG = Unix(appname="zodex")
 
 
 def config_dir() -> Path:
     """``$XDG_CONFIG_HOME/zodex``: ``local.toml``."""
-    return Path(_XDG.user_config_dir)
+    return _base("XDG_CONFIG_HOME", ".config") / "zodex"
 
 
 def local_state_dir() -> Path:
     """``$XDG_STATE_HOME/zodex/local``: Local's state tree (runtime files, logs, spill, history)."""
-    return Path(_XDG.user_state_dir) / "local"
+    return _base("XDG_STATE_HOME", ".local/state") / "zodex" / "local"
+
+
+def _base(variable: str, under_home: str) -> Path:
+    value = os.environ.get(variable, "")
+    return Path(value) if os.path.isabs(value) else _home() / under_home
+
+
+def _home() -> Path:
+    home = os.environ.get("HOME", "")
+    return Path(home) if os.path.isabs(home) else Path(pwd.getpwuid(os.getuid()).pw_dir)
 
 
 def runtime_root() -> Path:
     """Where runtime directories (signing keys, sockets, the worker registry) are made.
 
-    Hand-written: platformdirs' ``user_runtime_dir`` falls back to ``/run/user/<uid>`` and then
+    Not the XDG library rule, which falls back to ``/run/user/<uid>`` and then
     to ``runtime-<uid>`` in the temporary directory, not to the documented ``/tmp/zodex-<uid>``."""
     base = _runtime_dir()
     if base is not None and base.is_dir():
         return base / "zodex"
+    import tempfile  # here: only this fallback needs it
+
     return Path(tempfile.gettempdir()) / f"zodex-{os.getuid()}"
 
 

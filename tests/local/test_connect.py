@@ -9,8 +9,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
-import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -18,7 +16,6 @@ from mcp.shared.exceptions import MCPError
 
 from tests.support.gateway import Mcp
 from tests.support.local import ZODEX, LocalEnv, local_env
-from zodex_gateway.local.connect import _answer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -140,29 +137,12 @@ async def test_a_state_directory_others_can_write_refuses_each_call(tmp_path: Pa
             await mcp.exec("true", str(tmp_path))
             state.chmod(0o777)
             try:
-                with pytest.raises(MCPError) as refused:
-                    await mcp.call("exec_command", cmd="true", workdir=str(tmp_path))
+                refused = await mcp.error("exec_command", cmd="true", workdir=str(tmp_path))
+                with pytest.raises(MCPError) as listing:
+                    await mcp.client.list_tools()
             finally:
                 state.chmod(0o700)
-            assert refused.value.code == -32603
-            assert refused.value.message.startswith(f"{state} (owner ")
-            assert "is writable by group or others (mode 0777)" in refused.value.message
+            assert refused.startswith(f"{state} (owner ")
+            assert "is writable by group or others (mode 0777)" in refused
+            assert listing.value.code == -32603 and listing.value.message == refused
             await mcp.exec("true", str(tmp_path))  # and works again once it is the user's
-
-
-def test_a_listener_refusal_or_an_answer_without_a_result_is_one_jsonrpc_error() -> None:
-    """What the runtime's listener answers outside JSON-RPC reaches the client as a JSON-RPC
-    error naming the status, never as a result."""
-    refused = httpx.Response(401, json={"error": "missing or invalid token"})
-    with pytest.raises(MCPError) as caught:
-        _answer(refused)
-    assert caught.value.error.code == types.INTERNAL_ERROR
-    assert caught.value.error.message == "Zodex Local answered HTTP 401: missing or invalid token"
-    for odd in (httpx.Response(502, text="<html>"), httpx.Response(200, json={"jsonrpc": "2.0", "id": 1})):
-        with pytest.raises(MCPError) as caught:
-            _answer(odd)
-        assert caught.value.error.message == f"Zodex Local answered HTTP {odd.status_code} without a result"
-    error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32600, "message": "too big"}}
-    with pytest.raises(MCPError) as caught:
-        _answer(httpx.Response(413, json=error))
-    assert (caught.value.error.code, caught.value.error.message) == (-32600, "too big"), "passed on as sent"

@@ -67,3 +67,12 @@ def test_every_user_of_a_path_resolves_it_the_same_way(
     assert paths.state_base == home / ".local" / "state"
     assert paths.config_dir == xdg.config_dir() == config_path().parent
     assert paths.runtime_root == xdg.runtime_root() == tmp_path / "r" / "zodex"
+
+
+def test_a_relative_home_is_taken_as_unset(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pwd
+
+    monkeypatch.setenv("HOME", "relative/home")
+    account_home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    assert xdg.config_dir() == account_home / ".config" / "zodex"
+    assert xdg.local_state_dir() == account_home / ".local" / "state" / "zodex" / "local"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,8 @@ RUNTIME_ENV = "ZODEX_RUNTIME_ID"
 def iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
+    from datetime import UTC, datetime  # here: the stdio bridge reads discovery files and must start fast
+
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

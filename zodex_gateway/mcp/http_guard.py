@@ -32,7 +32,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from zodex_gateway.agents.identity import VERIFIED_SESSION_SCOPE_KEY
 from zodex_gateway.agents.session_ids import SessionIds
-from zodex_gateway.mcp import jsonrpc_input
+from zodex_gateway.mcp import jsonrpc_rules
 from zodex_gateway.mcp.server import ToolHandlers, server_for
 from zodex_gateway.web import guard
 from zodex_gateway.web.listener_limits import DEFAULT_MAX_BODY
@@ -144,7 +144,7 @@ class GuardedMcpApp:
             return
         session = self._verified_session(scope)
         if session is False:
-            error = jsonrpc_input.error(jsonrpc_input.INVALID_REQUEST, UNKNOWN_SESSION)
+            error = jsonrpc_rules.error(jsonrpc_rules.INVALID_REQUEST, UNKNOWN_SESSION)
             await guard.json_response(404, error)(scope, receive, send)
             return
         if session is not None:
@@ -154,10 +154,10 @@ class GuardedMcpApp:
                 body = await self._read_body(scope, receive, slot)
             except BodyTooLarge:
                 limit = f"request body exceeds mcp.max-body ({size_text(self.max_body)})"
-                error = jsonrpc_input.error(jsonrpc_input.INVALID_REQUEST, limit)
+                error = jsonrpc_rules.error(jsonrpc_rules.INVALID_REQUEST, limit)
                 await guard.json_response(413, error)(scope, receive, send)
                 return
-            if jsonrpc_input.SURROGATE_ESCAPE.search(body):
+            if jsonrpc_rules.SURROGATE_ESCAPE.search(body):
                 refusal = _unicode_refusal(body)
                 if refusal is not None:
                     reply = guard.json_response(200 if "result" in refusal else 400, refusal)
@@ -217,7 +217,7 @@ def _unicode_refusal(body: bytes) -> dict[str, Any] | None:
         message = json.loads(body)
     except (ValueError, RecursionError):
         return None  # not JSON at all: the SDK answers -32700
-    return jsonrpc_input.unicode_refusal(message)
+    return jsonrpc_rules.unicode_refusal(message)
 
 
 def _opens_handshake(scope: Scope, body: bytes) -> bool:

@@ -24,6 +24,7 @@ from zodex_gateway.fleet.dispatcher import Dispatcher
 from zodex_gateway.history import AgentRecord, FileChange, HistoryStore, HistoryUnavailable
 from zodex_gateway.mcp import tools
 from zodex_gateway.mcp.call_log import CallLog, CallNote
+from zodex_gateway.mcp.instructions import SERVER_NAME, instructions, sprite_instructions
 from zodex_gateway.redaction import SECRETS, SecretRegistry, SessionResults
 from zodex_protocol.errors import ProtocolError
 from zodex_protocol.limits import Limits
@@ -31,7 +32,6 @@ from zodex_protocol.replies import Patched
 
 log = logging.getLogger("zodex.gateway")
 
-SERVER_NAME = "zodex"
 # set_agent_alias without an identity: how to get one (docs/tools.md#set_agent_alias).
 NO_IDENTITY = (
     "set_agent_alias needs to know which conversation is calling, and this call carries no agent "
@@ -39,35 +39,6 @@ NO_IDENTITY = (
     "connect through the stdio bridge `zodex local connect`, or over HTTP send initialize and then "
     "the Mcp-Session-Id header it answers with on every call"
 )
-
-
-def instructions(start_directory: str | None) -> str:
-    lines = ["Zodex gives you a real machine: run commands with exec_command, continue them with "
-             "write_stdin, and edit files with apply_patch. Label this conversation for the person "
-             "watching with set_agent_alias (2-7 words)."]  # fmt: skip
-    if start_directory:
-        lines.append(f"Suggested first workdir: {start_directory}")
-    lines.append(
-        "Every exec_command and apply_patch call must still give workdir as an absolute path of an "
-        "existing directory; none is ever substituted or defaulted."
-    )
-    return "\n".join(lines)
-
-
-def sprite_instructions(workspace: str | None) -> str:
-    """Sprite's instructions (docs/sprite.md#the-service): remote tools in a Linux workspace."""
-    lines = [
-        "Zodex Sprite gives you remote execution tools in a Linux workspace on another machine: run "
-        "commands with exec_command, continue them with write_stdin, and edit files with apply_patch. "
-        "Commands run as the workspace's own account, in a login shell (bash -l)."
-    ]
-    if workspace:
-        lines.append(f"Default workdir: {workspace}")
-    lines.append(
-        "Every exec_command and apply_patch call must still give workdir as an absolute path of an "
-        "existing directory; none is ever substituted or defaulted."
-    )
-    return "\n".join(lines)
 
 
 def _text(text: str) -> list[types.ContentBlock]:

@@ -6,11 +6,12 @@ configuration can change: the list is built from the effective ``Limits``.
 
 from __future__ import annotations
 
-from typing import Any
-
-import mcp_types as types
+from typing import TYPE_CHECKING, Any
 
 from zodex_protocol.limits import Limits
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 EXEC_COMMAND = "exec_command"
 WRITE_STDIN = "write_stdin"
@@ -185,42 +186,49 @@ PATCH_DESCRIPTION = (
 )
 
 
-def tool_list(limits: Limits, *, read_only_hint: bool = True, with_alias: bool = True) -> list[types.Tool]:
-    """Local lists four tools; Sprite three (no set_agent_alias). ``limits``: the effective ones."""
+def catalog(limits: Limits, *, read_only_hint: bool = True, with_alias: bool = True) -> list[dict[str, Any]]:
+    """The tools as ``tools/list`` lists them (wire names, plain JSON): Local lists four,
+    Sprite three (no set_agent_alias). ``limits``: the effective ones."""
     # readOnlyHint keeps some clients from asking the user to confirm each call (docs/tools.md#annotations).
-    annotations = types.ToolAnnotations(
-        read_only_hint=read_only_hint, destructive_hint=False, open_world_hint=False
-    )
-    listed = [
-        types.Tool(
-            name=EXEC_COMMAND,
-            description=EXEC_DESCRIPTION,
-            input_schema=exec_input(limits),
-            output_schema=SESSION_RESULT,
-            annotations=annotations,
-        ),
-        types.Tool(
-            name=WRITE_STDIN,
-            description=WRITE_DESCRIPTION,
-            input_schema=write_input(limits),
-            output_schema=SESSION_RESULT,
-            annotations=annotations,
-        ),
-        types.Tool(
-            name=APPLY_PATCH,
-            description=PATCH_DESCRIPTION,
-            input_schema=PATCH_INPUT,
-            annotations=annotations,
-        ),
+    annotations = {"readOnlyHint": read_only_hint, "destructiveHint": False, "openWorldHint": False}
+    listed: list[dict[str, Any]] = [
+        {
+            "name": EXEC_COMMAND,
+            "description": EXEC_DESCRIPTION,
+            "inputSchema": exec_input(limits),
+            "outputSchema": SESSION_RESULT,
+            "annotations": annotations,
+        },
+        {
+            "name": WRITE_STDIN,
+            "description": WRITE_DESCRIPTION,
+            "inputSchema": write_input(limits),
+            "outputSchema": SESSION_RESULT,
+            "annotations": annotations,
+        },
+        {
+            "name": APPLY_PATCH,
+            "description": PATCH_DESCRIPTION,
+            "inputSchema": PATCH_INPUT,
+            "annotations": annotations,
+        },
     ]
     if with_alias:
         listed.append(
-            types.Tool(
-                name=SET_AGENT_ALIAS,
-                description=ALIAS_DESCRIPTION,
-                input_schema=ALIAS_INPUT,
-                output_schema=ALIAS_RESULT,
-                annotations=annotations,
-            )
+            {
+                "name": SET_AGENT_ALIAS,
+                "description": ALIAS_DESCRIPTION,
+                "inputSchema": ALIAS_INPUT,
+                "outputSchema": ALIAS_RESULT,
+                "annotations": annotations,
+            }
         )
     return listed
+
+
+def tool_list(limits: Limits, *, read_only_hint: bool = True, with_alias: bool = True) -> list[types.Tool]:
+    """:func:`catalog` as the SDK's types, for the servers."""
+    import mcp_types as types  # here, not at the top: the stdio bridge imports this module without the SDK
+
+    listed = catalog(limits, read_only_hint=read_only_hint, with_alias=with_alias)
+    return [types.Tool.model_validate(tool) for tool in listed]
