@@ -11,6 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.fleet.fleet_support import (
     Gateway,
@@ -361,3 +363,36 @@ async def test_a_gateway_with_another_signing_key_fails_at_once_saying_so(fleet:
         assert took.elapsed < 3.0
     finally:
         gateway.stop()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_every_tool_at_the_clients_default_revision_and_at_the_handshake(
+    fleet: Fleet, mode: str
+) -> None:
+    """docs/modes.md#revisions: the SDK's client as it comes (2026-07-28) and pinned to the
+    handshake, through a fleet gateway to a host: results, never errors."""
+    host = fleet.a
+    url = f"{fleet.gw1.url}/h/{host.name}/mcp?key={mcp_key(host)}"
+    workdir = str(host.workspace)
+    async with (
+        httpx.AsyncClient(timeout=90) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+    ):
+        assert client.protocol_version == {"auto": "2026-07-28", "legacy": "2025-11-25"}[mode]
+        ran = result_json(await client.call_tool("exec_command", {"cmd": "id -un", "workdir": workdir}))
+        assert ran["output"] == f"{host.agent.name}\n"
+        running = result_json(
+            await client.call_tool(
+                "exec_command", {"cmd": "read l; echo got $l", "workdir": workdir, "yield_time_ms": 50}
+            )
+        )
+        handle = running["session_handle"]
+        typed = result_json(
+            await client.call_tool(
+                "write_stdin", {"session_handle": handle, "chars": "x\n", "yield_time_ms": 5000}
+            )
+        )
+        assert "got x" in typed["output"]
+        patch = f"*** Begin Patch\n*** Add File: revision-{mode}.txt\n+made\n*** End Patch\n"
+        patched = await client.call_tool("apply_patch", {"patch": patch, "workdir": workdir})
+        assert not patched.is_error, patched.content[0].text

@@ -9,7 +9,10 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.sprite.serve.sprite_support import MARKER, MARKER_VALUE, Sprite, sprite_setup, tool_json
 from tests.support.accounts import require_root
@@ -257,3 +260,35 @@ async def test_a_workdir_the_agent_cannot_enter_runs_nothing(sprite: Sprite) -> 
             # Seen from the agent: a directory it cannot enter, or one it cannot even see.
             assert result.is_error and ("Permission denied" in text or "does not exist" in text), text
             assert not (workdir / "seen.txt").exists()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_every_tool_at_the_clients_default_revision_and_at_the_handshake(
+    sprite: Sprite, mode: str
+) -> None:
+    """docs/modes.md#revisions: the SDK's client as it comes (2026-07-28) and pinned to the
+    handshake, through the key in the URL: results, never errors."""
+    url = f"{sprite.url}/mcp?key={sprite.key}"
+    async with (
+        httpx.AsyncClient(verify=False, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+    ):
+        assert client.protocol_version == {"auto": "2026-07-28", "legacy": "2025-11-25"}[mode]
+        workdir = str(sprite.workspace)
+        ran = tool_json(await client.call_tool("exec_command", {"cmd": "id -un", "workdir": workdir}))
+        assert ran["output"] == f"{sprite.agent.name}\n"
+        running = tool_json(
+            await client.call_tool(
+                "exec_command", {"cmd": "read l; echo got $l", "workdir": workdir, "yield_time_ms": 50}
+            )
+        )
+        typed = tool_json(
+            await client.call_tool(
+                "write_stdin",
+                {"session_handle": running["session_handle"], "chars": "x\n", "yield_time_ms": 5000},
+            )
+        )
+        assert "got x" in typed["output"]
+        patch = f"*** Begin Patch\n*** Add File: revision-{mode}.txt\n+made\n*** End Patch\n"
+        patched = await client.call_tool("apply_patch", {"patch": patch, "workdir": workdir})
+        assert not patched.is_error, patched.content[0].text

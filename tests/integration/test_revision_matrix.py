@@ -1,0 +1,111 @@
+"""Every tool through every client-facing transport of one machine, with the MCP SDK's client
+at its default revision (2026-07-28) and at the handshake (docs/modes.md#revisions): each
+call a result, never an error. Sprite's and the fleet's gateways: tests/sprite/serve and
+tests/fleet (root)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests.support.gateway import GATEWAY, Mcp, gateway_env, start_http_gateway
+from tests.support.local import ZODEX, local_env
+from zodex_gateway.mcp.server import NO_IDENTITY
+
+pytestmark = pytest.mark.timeout(180)
+
+Opener = Callable[[Path, str], AbstractAsyncContextManager[Mcp]]
+
+
+@asynccontextmanager
+async def http(url: str, token: str, mode: str) -> AsyncIterator[Mcp]:
+    async with (
+        create_mcp_http_client(headers={"X-Zodex-Local-Token": token}) as client,
+        Client(streamable_http_client(url, http_client=client), read_timeout_seconds=60, mode=mode) as mcp,  # type: ignore[arg-type]
+    ):
+        yield Mcp(mcp)
+
+
+@asynccontextmanager
+async def stdio_gateway(workdir: Path, mode: str) -> AsyncIterator[Mcp]:
+    with gateway_env() as env:
+        params = StdioServerParameters(command=GATEWAY, args=["stdio"], env=env.env(), cwd=str(env.root))
+        async with Client(params, read_timeout_seconds=60, mode=mode) as client:  # type: ignore[arg-type]
+            yield Mcp(client)
+
+
+@asynccontextmanager
+async def http_gateway(workdir: Path, mode: str) -> AsyncIterator[Mcp]:
+    with gateway_env() as env:
+        gateway = start_http_gateway(env)
+        try:
+            async with http(gateway.url, gateway.token, mode) as mcp:
+                yield mcp
+        finally:
+            await asyncio.to_thread(gateway.stop)
+
+
+@asynccontextmanager
+async def local_http(workdir: Path, mode: str) -> AsyncIterator[Mcp]:
+    with local_env() as local:
+        local.run("local", "start", str(workdir))
+        discovery = local.discovery()
+        token = Path(discovery["mcp"]["token_path"]).read_text().strip()
+        async with http(discovery["mcp"]["url"], token, mode) as mcp:
+            yield mcp
+
+
+@asynccontextmanager
+async def local_connect(workdir: Path, mode: str) -> AsyncIterator[Mcp]:
+    with local_env() as local:
+        local.run("local", "start", str(workdir))
+        params = StdioServerParameters(
+            command=ZODEX, args=["local", "connect"], env=local.env(), cwd=str(local.root)
+        )
+        async with Client(params, read_timeout_seconds=60, mode=mode) as client:  # type: ignore[arg-type]
+            yield Mcp(client)
+
+
+TRANSPORTS: dict[str, Opener] = {
+    "zodex-gateway stdio": stdio_gateway,
+    "zodex-gateway http": http_gateway,
+    "Local HTTP": local_http,
+    "zodex local connect": local_connect,
+}
+REVISIONS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
+
+
+@pytest.mark.parametrize("mode", list(REVISIONS))
+@pytest.mark.parametrize("transport", list(TRANSPORTS))
+async def test_every_tool_gives_a_result(tmp_path: Path, transport: str, mode: str) -> None:
+    async with TRANSPORTS[transport](tmp_path, mode) as mcp:
+        assert mcp.client.protocol_version == REVISIONS[mode]
+        names = [tool.name for tool in (await mcp.client.list_tools()).tools]
+        assert names[:3] == ["exec_command", "write_stdin", "apply_patch"]
+        done = await mcp.exec("echo matrix", str(tmp_path))
+        assert (done["output"], done["exit_code"]) == ("matrix\n", 0)
+        running = await mcp.exec("read line; echo got $line", str(tmp_path), yield_time_ms=50)
+        typed = await mcp.write(running["session_handle"], chars="typed\n", yield_time_ms=5000)
+        assert "got typed" in typed["output"]
+        patch = "*** Begin Patch\n*** Add File: made.txt\n+made\n*** End Patch\n"
+        patched = await mcp.call("apply_patch", patch=patch, workdir=str(tmp_path))
+        assert not patched.is_error, patched.content[0].text
+        assert (tmp_path / "made.txt").read_text() == "made\n"
+        refused = await mcp.error("exec_command", cmd="true", workdir="relative")
+        assert refused == "workdir must be an absolute path: relative"
+        named = await mcp.call("set_agent_alias", alias="revision matrix")
+        if mode == "auto" and transport in ("zodex-gateway http", "Local HTTP"):
+            # No handshake, no session: a 2026-07-28 request over HTTP names no conversation
+            # (docs/agents.md#identity); the bridge gives its client one.
+            assert named.is_error and named.content[0].text == NO_IDENTITY
+        else:
+            assert not named.is_error, named.content[0].text
+            assert named.structured_content["alias"] == "revision matrix"
