@@ -39,6 +39,7 @@ from typing import Any, Final, NoReturn
 from zodex_protocol.handles import MAX_INCARNATION, worker_id_for
 from zodex_protocol.limits import Limits
 from zodex_system import proctree
+from zodex_system.privileges import forbid_new_privileges
 
 MAX_MESSAGE: Final = 64 * 1024
 MAX_ERROR_CHARS: Final = 1000  # an error reply always fits in a message
@@ -132,24 +133,61 @@ def processes_of(uid: int) -> list[int]:
 def kill_all(account: AgentAccount) -> bool:
     """SIGKILL every process of the account and wait until they are gone; True if none is
     left. ``kill(-1)`` from a child that has become the account reaches them all in one
-    pass of the kernel (a fork racing it is either signalled or not yet born); repeated
+    pass of the kernel (a fork racing it is either signalled or not yet born); when no
+    child can be forked (the agent has used up the pids it shares with the helper: a pids
+    cgroup, ``pid_max``), each process is stopped and killed from here instead. Repeated
     until a scan of ``/proc`` finds none."""
     for _ in range(KILL_ROUNDS):
         left = processes_of(account.uid)
         if not left:
             return True
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child only signals and exits
-            try:
-                os.setgroups([])
-                os.setresgid(account.gid, account.gid, account.gid)
-                os.setresuid(account.uid, account.uid, account.uid)
-                os.kill(-1, signal.SIGKILL)
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
+        if not _kill_as_account(account):
+            _kill_each(account.uid, left)
         _wait_gone(left)
     return not processes_of(account.uid)
+
+
+def _kill_as_account(account: AgentAccount) -> bool:
+    """``kill(-1)`` as the account, from a child; False when no child can be forked."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return False
+    if pid == 0:  # pragma: no cover - the child only signals and exits
+        try:
+            os.setgroups([])
+            os.setresgid(account.gid, account.gid, account.gid)
+            os.setresuid(account.uid, account.uid, account.uid)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    return True
+
+
+def _kill_each(uid: int, pids: list[int]) -> None:
+    """SIGSTOP, then SIGKILL, each of ``pids`` from the helper itself, needing no fork: a
+    stopped process forks no more while the rest are reached. Each is signalled through a
+    pidfd opened before its owner is checked again, so a pid reused meanwhile by a process
+    of another account is never touched."""
+    pidfds = []
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue  # gone already
+        if owned_by(pid, uid):
+            pidfds.append(fd)
+        else:
+            os.close(fd)
+    try:
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for fd in pidfds:
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(fd, sig)
+    finally:
+        for fd in pidfds:
+            os.close(fd)
 
 
 def _wait_gone(pids: list[int]) -> None:
@@ -196,6 +234,9 @@ class Helper:
         self.children: dict[int, subprocess.Popen[bytes]] = {}
 
     def run(self) -> NoReturn:
+        # Inherited by every worker and command: a setuid program the agent runs gains nothing,
+        # whether or not the service was started by the unit (NoNewPrivileges=).
+        forbid_new_privileges()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -219,7 +260,12 @@ class Helper:
         except BaseException as exc:  # never leave the agent's processes behind
             print(f"zodex sprite helper failed: {exc!r}", file=sys.stderr)
             code = 1
-        if not kill_all(self.config.agent):
+        try:
+            gone = kill_all(self.config.agent)
+        except Exception as exc:  # reported, and the stop still answered
+            print(f"zodex sprite helper: killing the agent's processes failed: {exc!r}", file=sys.stderr)
+            gone = False
+        if not gone:
             print("zodex sprite helper: processes of the agent account survived SIGKILL", file=sys.stderr)
             code = 1
         with contextlib.suppress(OSError):

@@ -105,10 +105,16 @@ class Sprite:
             str(self.config),
         ]
 
-    def start(self) -> None:
+    def start(self, wrapper: tuple[str, ...] = ()) -> None:
+        """``wrapper``: a command line the service is started through (it ends with exec "$@")."""
         env = {"PATH": "/usr/bin:/bin", MARKER: MARKER_VALUE, "HOME": "/root"}
         self.process = subprocess.Popen(
-            self.argv(), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd="/"
+            [*wrapper, *self.argv()],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd="/",
         )
         wait_until(self._healthy, timeout=30, what="the Sprite service to answer /health")
 

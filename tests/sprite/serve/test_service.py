@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -292,3 +294,27 @@ async def test_every_tool_at_the_clients_default_revision_and_at_the_handshake(
         patch = f"*** Begin Patch\n*** Add File: revision-{mode}.txt\n+made\n*** End Patch\n"
         patched = await client.call_tool("apply_patch", {"patch": patch, "workdir": workdir})
         assert not patched.is_error, patched.content[0].text
+
+
+async def test_a_setuid_program_gives_the_agent_nothing(sprite: Sprite) -> None:
+    """PR_SET_NO_NEW_PRIVS is set by the helper, however the service was started (here with
+    no unit): a setuid-root program the agent runs stays the agent's."""
+    suid_id = sprite.base / "suid-id"
+    shutil.copy("/usr/bin/id", suid_id)
+    os.chown(suid_id, 0, 0)
+    suid_id.chmod(0o4755)
+    outside = subprocess.run(
+        ["setpriv", f"--reuid={sprite.agent.uid}", f"--regid={sprite.agent.gid}", "--clear-groups", str(suid_id), "-u"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert outside.stdout == "0\n", (
+        "the setuid bit works on this file system: the check below means something"
+    )
+    async with sprite.mcp() as mcp:
+        ran = tool_json(
+            await mcp.call_tool(
+                "exec_command",
+                {"cmd": f"{suid_id} -u; grep NoNewPrivs /proc/self/status", "workdir": str(sprite.workspace)},
+            )
+        )
+    assert ran["output"].splitlines() == [str(sprite.agent.uid), "NoNewPrivs:\t1"]
