@@ -4,6 +4,11 @@ Two checks against the service on this host (``SpriteSettings.local_url``): ``GE
 must answer ``{"status": "ok", "component": "zodex-sprite", …}``, and a real MCP session
 with the key (``?key=``, the connector's form) must list exactly the three tools.
 
+The key goes only to a listener of the service: before the MCP request, the kernel's socket
+tables must show that every socket listening on the service's port belongs to root (the
+service opens it before it drops root) or to the service account, so a process of the
+agent that took the port (the service stopped, say) is never sent the key.
+
 With TLS the certificate of the config is the trust anchor and the host name is not
 checked: the check talks to loopback, not to the name the certificate was made for.
 
@@ -13,6 +18,7 @@ how the TLS trust anchor reaches it.
 
 from __future__ import annotations
 
+import pwd
 import ssl
 from dataclasses import dataclass
 
@@ -20,6 +26,8 @@ import anyio
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from zodex_system.listeners import listener_uids
 
 from .settings import SpriteSettings
 
@@ -61,6 +69,7 @@ async def _check(settings: SpriteSettings, key: str) -> Health:
         if response.status_code != 200 or not isinstance(body, dict) or body.get("status") != "ok":
             raise HealthError(f"GET {base}/health answered {response.status_code}: {response.text[:200]!r}")
         version = str(body.get("version", "?"))
+        _check_listener(settings)
         try:
             with anyio.fail_after(TIMEOUT_S):
                 async with Client(
@@ -77,6 +86,32 @@ async def _check(settings: SpriteSettings, key: str) -> Health:
             f"MCP lists {', '.join(tools) or 'no tools'}; expected exactly {', '.join(EXPECTED_TOOLS)}"
         )
     return Health(version, tools)
+
+
+def _check_listener(settings: SpriteSettings) -> None:
+    """Refuse, before the key is sent, a port that any other account listens on."""
+    # root: the service binds before it drops to its account (a port below 1024, say).
+    try:
+        service_uid = pwd.getpwnam(settings.service_user).pw_uid
+    except KeyError:
+        raise HealthError(
+            f"the service account {settings.service_user} does not exist; the key was not sent"
+        ) from None
+    owners = listener_uids(settings.port)
+    others = owners - {0, service_uid}
+    if others or not owners:
+        named = ", ".join(sorted(_account(uid) for uid in others)) or "nobody"
+        raise HealthError(
+            f"port {settings.port} is listened on by {named}, not only by the service "
+            f"({settings.service_user} or root); the key was not sent"
+        )
+
+
+def _account(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
 
 
 def _reason(exc: BaseException) -> str:

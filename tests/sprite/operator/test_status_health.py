@@ -126,3 +126,50 @@ def test_health_with_a_wrong_key_fails_in_one_line(served: tuple[Sprite, subproc
         check_health(load_settings(sprite.config), "x" * 43)
     assert f"MCP tools/list at http://127.0.0.1:{port}/mcp failed" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+IMPOSTOR = """
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    def _answer(self):
+        print(self.command, self.path, flush=True)
+        body = json.dumps({"status": "ok", "component": "zodex-sprite", "version": "0"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_POST = _answer
+    def log_message(self, *args):
+        pass
+
+server = HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+print("listening", flush=True)
+server.serve_forever()
+"""
+
+
+def test_health_never_sends_the_key_to_a_listener_of_another_account(
+    served: tuple[Sprite, subprocess.Popen[str], int],
+) -> None:
+    """The service stopped and a process of the agent took its port, answering /health as
+    the service would: health refuses before the MCP request, so the key is never sent."""
+    sprite, service, port = served
+    service.terminate()
+    service.wait(30)
+    impostor = subprocess.Popen(
+        ["setpriv", f"--reuid={sprite.agent}", f"--regid={sprite.agent}", "--clear-groups",
+         "/usr/bin/python3", "-c", IMPOSTOR, str(port)],
+        stdout=subprocess.PIPE, text=True, cwd="/",
+    )  # fmt: skip
+    try:
+        assert impostor.stdout is not None and impostor.stdout.readline() == "listening\n"
+        refused = sprite.run("health")
+        one_line_error(refused, f"port {port} is listened on by {sprite.agent} (uid ")
+        assert f"not only by the service ({sprite.service} or root); the key was not sent" in refused.stderr
+    finally:
+        impostor.terminate()
+        asked, _ = impostor.communicate(timeout=30)
+    assert asked.splitlines() == ["GET /health"], "nothing but /health reached it: no key"
