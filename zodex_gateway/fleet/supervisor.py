@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import signal
@@ -20,6 +19,7 @@ from collections.abc import Awaitable, Callable
 import zmq
 import zmq.asyncio
 
+from zodex_gateway.fleet import spawn_lock
 from zodex_gateway.fleet.launcher import DirectLauncher, Launcher, StartedWorker, WorkerSpec
 from zodex_gateway.fleet.restart_policy import RestartPolicy
 from zodex_gateway.fleet.runtime import Runtime
@@ -104,37 +104,21 @@ class Supervisor:
             client = self.clients.get(worker_id)
             if client is not None and client.alive:
                 return client
-            lock_fd = await asyncio.to_thread(self._lock_spawn, worker_id, real_path)
+            lock_fd = await self._lock_spawn(worker_id, real_path)
             try:
                 return await self._connect_or_spawn(worker_id, real_path)
             finally:
                 os.close(lock_fd)  # closing drops the flock
 
-    def _lock_spawn(self, worker_id: str, real_path: str) -> int:
-        # Never through a link: in Sprite the registry directory is the agent's to write too.
-        # Something planted in the lock's place (a link, a directory) is removed once —
-        # unlinking a link never touches its target — so it cannot block the workdir for good.
+    async def _lock_spawn(self, worker_id: str, real_path: str) -> int:
         path = self.layout.spawn_lock(worker_id)
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        for attempt in range(2):
-            try:
-                fd = os.open(path, flags, 0o600)
-                break
-            except OSError as exc:
-                if attempt == 0:
-                    with contextlib.suppress(OSError):
-                        if path.is_dir() and not path.is_symlink():
-                            path.rmdir()
-                        else:
-                            path.unlink()
-                    continue
-                raise ProtocolError(
-                    ErrorCode.WORKER_UNAVAILABLE,
-                    f"could not start a worker for {real_path}: its spawn lock {path} cannot be "
-                    f"opened ({exc.strerror}); retry",
-                ) from None
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return fd
+        try:
+            return await spawn_lock.take(path)
+        except spawn_lock.SpawnLockUnavailable as exc:
+            raise ProtocolError(
+                ErrorCode.WORKER_UNAVAILABLE,
+                f"could not start a worker for {real_path}: its spawn lock {path} {exc}; retry",
+            ) from None
 
     async def _connect_or_spawn(self, worker_id: str, real_path: str) -> WorkerClient:
         record = self.layout.read_record(worker_id)

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support.gateway import wait_for
+from zodex_gateway.fleet import spawn_lock
 from zodex_gateway.fleet.restart_policy import RestartPolicy
 from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.supervisor import Supervisor, lost_message
@@ -312,3 +314,78 @@ async def test_a_spawn_lock_that_cannot_be_replaced_is_a_clear_error(owned: Runt
         "(Is a directory); retry"
     )
     assert (lock / "inside").is_dir() and not owned.layout.record_file(worker_id_for(workdir)).exists()
+
+
+HOLDER = "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()"
+
+
+def hold_lock(path: Path) -> subprocess.Popen[str]:
+    """A process that holds ``path``'s flock until its stdin closes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+async def test_a_spawn_lock_held_for_good_fails_that_workdir_only_and_within_a_bound(
+    root: Path, owned: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight workdirs whose locks another process holds (more than the default executor has
+    threads) fail after the bound, saying so; a ninth workdir starts meanwhile."""
+    monkeypatch.setattr(spawn_lock, "SPAWN_LOCK_WAIT_S", 1.0)
+    held = []
+    for i in range(8):
+        (root / f"held{i}").mkdir()
+        held.append(os.path.realpath(root / f"held{i}"))
+    holders = [hold_lock(owned.layout.spawn_lock(worker_id_for(w))) for w in held]
+    (root / "free").mkdir()
+    free = os.path.realpath(root / "free")
+    try:
+        async with supervising(owned) as supervisor:
+            outcomes = await asyncio.gather(*(supervisor.worker_for(w) for w in held), return_exceptions=True)
+            client = await supervisor.worker_for(free)
+            assert (await run(client, "echo free", free))["output"] == "free\n"
+            for workdir, outcome in zip(held, outcomes, strict=True):
+                assert isinstance(outcome, ProtocolError) and outcome.code == ErrorCode.WORKER_UNAVAILABLE
+                lock = owned.layout.spawn_lock(worker_id_for(workdir))
+                assert outcome.message == (
+                    f"could not start a worker for {workdir}: its spawn lock {lock} is held by another "
+                    "process for over 1 s; retry"
+                )
+            for holder in holders:
+                holder.communicate("")
+            again = await supervisor.worker_for(held[0])  # the abandoned waits let their locks go
+            assert (await run(again, "echo again", held[0]))["output"] == "again\n"
+    finally:
+        for holder in holders:
+            if holder.poll() is None:
+                holder.communicate("")
+
+
+async def test_a_spawn_lock_another_account_made_is_replaced_not_waited_on(
+    owned: Runtime, workdir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In Sprite the agent can write the registry directory: a lock file it made first, and
+    holds, guards nothing and holds nothing up."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to make the lock file another account's")
+    monkeypatch.setattr(spawn_lock, "SPAWN_LOCK_WAIT_S", 30.0)
+    lock = owned.layout.spawn_lock(worker_id_for(workdir))
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.touch()
+    os.chown(lock, 65534, 65534)  # nobody's, as the agent's would be in Sprite
+    holder = hold_lock(lock)
+    try:
+        assert lock.stat().st_uid != 0
+        async with supervising(owned) as supervisor:
+            async with asyncio.timeout(15):  # well within the 30 s wait: it did not wait
+                client = await supervisor.worker_for(workdir)
+            assert (await run(client, "echo mine", workdir))["output"] == "mine\n"
+        assert lock.stat().st_uid == 0, "replaced by the gateway's own"
+    finally:
+        holder.communicate("")
