@@ -27,10 +27,10 @@ def mcp_config(local: LocalEnv, *args: str) -> tuple[str, str]:
     return done.stdout, done.stderr
 
 
-def claude_server(printed: str) -> dict[str, object]:
-    """What `claude mcp add-json zodex '<json>'` as printed hands to Claude Code."""
+def claude_server(printed: str, name: str = "zodex") -> dict[str, object]:
+    """What `claude mcp add-json <name> '<json>'` as printed hands to Claude Code."""
     words = shlex.split(printed)
-    assert words[:4] == ["claude", "mcp", "add-json", "zodex"] and len(words) == 5, words
+    assert words[:4] == ["claude", "mcp", "add-json", name] and len(words) == 5, words
     server: dict[str, object] = json.loads(words[4])
     return server
 
@@ -158,15 +158,20 @@ def test_the_http_entry_names_the_running_url_and_token(tmp_path: Path) -> None:
         url = discovery["mcp"]["url"]
         token = Path(discovery["mcp"]["token_path"]).read_text().strip()
         headers = {"X-Zodex-Local-Token": token}
+        # Its own name, so that a client holds it beside the stdio entry; "type" in every
+        # JSON shape, which is how mcpServers readers such as Inspector's --config tell HTTP.
+        server = {"type": "http", "url": url, "headers": headers}
 
         printed, _ = mcp_config(local, "--http", "--client", "claude")
-        assert claude_server(printed) == {"type": "http", "url": url, "headers": headers}
+        assert claude_server(printed, "zodex-http") == server
         printed, _ = mcp_config(local, "--http", "--client", "codex")
-        assert tomllib.loads(printed) == {"mcp_servers": {"zodex": {"url": url, "http_headers": headers}}}
+        assert tomllib.loads(printed) == {
+            "mcp_servers": {"zodex-http": {"url": url, "http_headers": headers}}
+        }
         printed, _ = mcp_config(local, "--http", "--client", "cursor")
-        assert json.loads(printed) == {"mcpServers": {"zodex": {"url": url, "headers": headers}}}
+        assert json.loads(printed) == {"mcpServers": {"zodex-http": server}}
         printed, _ = mcp_config(local, "--http")
-        assert json.loads(printed) == {"transport": "streamable-http", "url": url, "headers": headers}
+        assert json.loads(printed) == {"transport": "streamable-http", **server}
 
 
 def test_a_path_with_a_quote_stays_one_word_in_the_claude_command(tmp_path: Path) -> None:

@@ -45,14 +45,27 @@ def free_port() -> int:
         return port
 
 
-def test_a_restart_reuses_the_port_and_makes_a_new_token(tmp_path: Path) -> None:
+def test_a_restart_reuses_the_port_and_keeps_the_token(tmp_path: Path) -> None:
     with local_env() as local:
         local.run("local", "start", str(tmp_path))
         port, token = port_of(local), token_of(local)
         local.run("local", "stop")
         local.run("local", "start", str(tmp_path))
         assert port_of(local) == port
-        assert token_of(local) != token, "mcp.token is per-start by default"
+        assert token_of(local) == token, "mcp.token is persistent by default"
+
+
+def test_a_per_start_token_is_new_at_every_start(tmp_path: Path) -> None:
+    with local_env() as local:
+        local.run("local", "start", str(tmp_path))
+        kept = token_of(local)
+        local.run("local", "stop")
+        local.run("local", "config", "set", "mcp.token", "per-start")
+        local.run("local", "start", str(tmp_path))
+        first = token_of(local)
+        local.run("local", "stop")
+        local.run("local", "start", str(tmp_path))
+        assert len({kept, first, token_of(local)}) == 3, "per-start: a new token at every start"
 
 
 def test_a_remembered_port_taken_meanwhile_gives_way_to_a_free_one(tmp_path: Path) -> None:
@@ -112,8 +125,7 @@ def test_a_persistent_token_survives_restarts_until_rotated(tmp_path: Path) -> N
         bad = local.run("local", "config", "set", "mcp.token", "forever", check=False)
         assert bad.returncode == 2
         assert bad.stderr == "error: mcp.token: expected per-start or persistent, got 'forever'\n"
-        assert local.run("local", "config", "get", "mcp.token").stdout == "per-start\n"
-        local.run("local", "config", "set", "mcp.token", "persistent")
+        assert local.run("local", "config", "get", "mcp.token").stdout == "persistent\n"
         local.run("local", "start", str(tmp_path))
         token = token_of(local)
         token_file = Path(local.discovery()["mcp"]["token_path"])
@@ -139,7 +151,6 @@ def test_a_persistent_token_open_to_others_is_refused_and_left_alone(tmp_path: P
     """A kept token is trusted at every start, so it is read only as a secret file of the
     user's own, like the session key (docs/security.md#secrets)."""
     with local_env() as local:
-        local.run("local", "config", "set", "mcp.token", "persistent")
         local.run("local", "start", str(tmp_path))
         token_file = Path(local.discovery()["mcp"]["token_path"])
         local.run("local", "stop")

@@ -122,7 +122,7 @@ _OTHER_KEYS = (  # name, kind, default, description
     ("mcp.read-only-hint", "bool", True, "mark read-only tools with readOnlyHint (docs/tools.md#annotations)"),
     ("mcp.max-body", "size", 64 * 1024**2, "largest MCP request body over HTTP (413 beyond)"),
     ("mcp.port", "int", None, "the MCP port; unset: the last one when free (docs/modes.md#a-stable-address)"),
-    ("mcp.token", "string", "per-start", "per-start: a new MCP token at each start; persistent: kept until rotated"),
+    ("mcp.token", "string", "persistent", "persistent: one MCP token kept until rotated; per-start: a new one at each start"),
     ("http.header-timeout", "duration", 5000, "an HTTP connection must send its request headers within"),
     ("http.max-pending-connections", "int", 256, "HTTP connections still sending headers; the oldest is closed"),
     ("context.global-instructions", "switch", True, "include global instructions"),

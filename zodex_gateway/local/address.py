@@ -3,9 +3,9 @@ takes, so that clients configured for one start still reach the next.
 
 The port: ``mcp.port`` when set (taken or refused, never another); else the port the last
 runtime listened on, when it is free; else any free port. It is remembered in the state
-directory because ``discovery.json`` goes away at stop. The token: a fresh one at every
-start (``mcp.token = per-start``), or one kept across starts until
-``zodex local setup --rotate-token`` (``persistent``).
+directory because ``discovery.json`` goes away at stop. The token: one kept across starts
+until ``zodex local setup --rotate-token`` (``mcp.token = persistent``, the default, so a
+pasted HTTP entry keeps working), or a fresh one at every start (``per-start``).
 
 Light on imports, like :mod:`zodex_gateway.local.lifecycle`, which checks a pinned port
 before it starts the runtime.
@@ -24,7 +24,7 @@ from zodex_gateway.local.paths import LocalPaths
 from zodex_system.secret_files import read_secret_file
 
 HOST = "127.0.0.1"
-PERSISTENT = "persistent"
+PER_START = "per-start"
 MIN_TOKEN_CHARS = 32  # what the MCP endpoint requires of a token (docs/modes.md#mcp-endpoint)
 
 
@@ -97,9 +97,9 @@ def _remember(paths: LocalPaths, port: int) -> None:
 
 
 def mcp_token(paths: LocalPaths, policy: str | None) -> str:
-    """The token this start serves: the kept one (``persistent``, made if missing or too
-    short to be one), else a fresh one, written ``0600`` where discovery.json says."""
-    if policy == PERSISTENT:
+    """The token this start serves: a fresh one for ``per-start``, else the kept one (made if
+    missing or too short to be one), written ``0600`` where discovery.json says."""
+    if policy != PER_START:
         # Trusted for as long as it is kept, so read only as a secret file of the user's own
         # (UnsafeSecretFile otherwise, one line), like the session key.
         try:
@@ -109,6 +109,11 @@ def mcp_token(paths: LocalPaths, policy: str | None) -> str:
         if len(kept) >= MIN_TOKEN_CHARS:
             return kept
     return write_secret(paths.token)
+
+
+def token_refusal() -> str:
+    """What an HTTP request without this runtime's token is told: where the current entry is."""
+    return f"missing or invalid token; print this runtime's HTTP entry with `{zodex_command('local', 'mcp-config', '--http')}`"
 
 
 def rotate_token(paths: LocalPaths) -> str:

@@ -3,7 +3,8 @@ exact shape that client's own configuration takes (docs/modes.md#client-entries)
 
 By default the entry starts ``zodex local connect``, which finds the running runtime on
 every call and so survives restarts, and whose configuration holds no token. With
-``--http`` it is the running runtime's URL and token header instead.
+``--http`` it is the running runtime's URL and token header instead, under its own name
+(``zodex-http``) so that a client can hold both entries.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from zodex_gateway.local.discovery import Discovery
 
 CLIENTS = ("claude", "codex", "cursor", "json")
 CONNECT_ARGS = ["local", "connect"]
+STDIO_NAME = "zodex"
+HTTP_NAME = "zodex-http"
 TOKEN_HEADER = "X-Zodex-Local-Token"
 
 
@@ -50,15 +53,19 @@ def connect_snippet(client: str) -> Snippet:
     if env:
         server["env"] = env
     if client == "claude":
-        return Snippet(_CLAUDE_WHERE, _claude_add({"type": "stdio", **server}))
+        return Snippet(_CLAUDE_WHERE, _claude_add(STDIO_NAME, {"type": "stdio", **server}))
     if client == "codex":
-        lines = ["[mcp_servers.zodex]", f"command = {_toml(command)}", f"args = {json.dumps(CONNECT_ARGS)}"]
+        lines = [
+            f"[mcp_servers.{STDIO_NAME}]",
+            f"command = {_toml(command)}",
+            f"args = {json.dumps(CONNECT_ARGS)}",
+        ]
         if env:
             pairs = ", ".join(f"{name} = {_toml(value)}" for name, value in env.items())
             lines.append(f"env = {{ {pairs} }}")
         return Snippet(_CODEX_WHERE, "\n".join(lines))
     if client == "cursor":
-        return Snippet(_CURSOR_WHERE, json.dumps({"mcpServers": {"zodex": server}}, indent=2))
+        return Snippet(_CURSOR_WHERE, json.dumps({"mcpServers": {STDIO_NAME: server}}, indent=2))
     generic = {"transport": "stdio", **server}
     return Snippet(_JSON_WHERE, json.dumps(generic, indent=2))
 
@@ -70,28 +77,31 @@ def _toml(value: str) -> str:
 
 
 def http_snippet(client: str, running: Discovery) -> Snippet:
-    """The running runtime's URL and token header: good until its token changes (every
-    start unless ``mcp.token = persistent``) or its port does."""
+    """The running runtime's URL and token header: good until its token changes (at
+    ``setup --rotate-token``, or every start with ``mcp.token = per-start``) or its port does.
+    ``"type": "http"`` is in every JSON shape: clients that read ``mcpServers`` files
+    (Inspector's ``--config``) take an entry without it for a command to start."""
     url = running.mcp["url"]
     token = Path(running.mcp["token_path"]).read_text().strip()
-    headers = {TOKEN_HEADER: token}
+    server: dict[str, object] = {"type": "http", "url": url, "headers": {TOKEN_HEADER: token}}
     if client == "claude":
-        return Snippet(_CLAUDE_WHERE, _claude_add({"type": "http", "url": url, "headers": headers}))
+        return Snippet(_CLAUDE_WHERE, _claude_add(HTTP_NAME, server))
     if client == "codex":
-        text = (
-            f"[mcp_servers.zodex]\nurl = {_toml(url)}\nhttp_headers = {{ {TOKEN_HEADER} = {_toml(token)} }}"
-        )
-        return Snippet(_CODEX_WHERE, text)
+        lines = [
+            f"[mcp_servers.{HTTP_NAME}]",
+            f"url = {_toml(url)}",
+            f"http_headers = {{ {TOKEN_HEADER} = {_toml(token)} }}",
+        ]
+        return Snippet(_CODEX_WHERE, "\n".join(lines))
     if client == "cursor":
-        entry = {"mcpServers": {"zodex": {"url": url, "headers": headers}}}
-        return Snippet(_CURSOR_WHERE, json.dumps(entry, indent=2))
-    generic = {"transport": "streamable-http", "url": url, "headers": headers}
+        return Snippet(_CURSOR_WHERE, json.dumps({"mcpServers": {HTTP_NAME: server}}, indent=2))
+    generic = {"transport": "streamable-http", **server}
     return Snippet(_JSON_WHERE, json.dumps(generic, indent=2))
 
 
-def _claude_add(server: dict[str, object]) -> str:
+def _claude_add(name: str, server: dict[str, object]) -> str:
     # `claude mcp add-json <name> <json>` takes the server entry itself, not an mcpServers map.
-    return f"claude mcp add-json zodex {shlex.quote(json.dumps(server, separators=(',', ':')))}"
+    return f"claude mcp add-json {name} {shlex.quote(json.dumps(server, separators=(',', ':')))}"
 
 
 _CLAUDE_WHERE = "# Run this in a shell (it adds zodex to Claude Code; add --scope user for every project):"

@@ -22,7 +22,7 @@ import time
 from zodex_gateway.agents.session_ids import BadSessionKey, load_or_create_session_ids
 from zodex_gateway.config.settings import LocalConfig, config_path
 from zodex_gateway.fleet.runtime import Runtime, default_shell
-from zodex_gateway.local.address import PortUnavailable, listen_mcp, mcp_token
+from zodex_gateway.local.address import PortUnavailable, listen_mcp, mcp_token, token_refusal
 from zodex_gateway.local.bearer import ensure_bearer
 from zodex_gateway.local.discovery import RUNTIME_ENV, Discovery, OwnedProcess, iso, write_owned
 from zodex_gateway.local.paths import LocalPaths
@@ -148,6 +148,7 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
         observer=observer,
         limits=ListenerLimits.from_config(config),
         session_ids=session_ids,
+        refusal=token_refusal(),
     )
     try:
         asyncio.run(serve_until_stopped(runtime, transport))

@@ -3,7 +3,11 @@
 Before the MCP app sees a request: the Host header must name the loopback address we
 listen on (a DNS-rebinding defence), then the token must match — from
 ``X-Zodex-Local-Token`` or ``Authorization: Bearer`` — compared in constant time (the rules
-every listener shares are in :mod:`zodex_gateway.web.guard`). Then the body is read here,
+every listener shares are in :mod:`zodex_gateway.web.guard`). A refusal names what to do
+(``refusal``), and the probes an OAuth client makes after a 401 (metadata, registration) are
+answered with that same line as an OAuth error: the token is not something OAuth can get,
+and a client that found no refusal would go on to open a browser or register itself.
+Then the body is read here,
 up to ``mcp.max-body`` (docs/modes.md#http-listeners): a larger one is answered 413 with a
 JSON-RPC error naming the limit, and at most two bodies larger than 1 MiB are held at once
 (each from the moment it passes 1 MiB until its response starts), so concurrent large
@@ -41,6 +45,15 @@ from zodex_system.secret_files import create_secret_file
 TOKEN_HEADER = b"x-zodex-local-token"
 SESSION_HEADER = b"mcp-session-id"
 PROTOCOL_VERSION_HEADER = b"mcp-protocol-version"
+MISSING_TOKEN = "missing or invalid token"
+# Where OAuth clients look after a 401 (RFC 9728, RFC 8414, OpenID discovery, RFC 7591
+# registration), with any path suffix the spec lets them add.
+OAUTH_PROBES: Final = (
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-authorization-server",
+    "/.well-known/openid-configuration",
+    "/register",
+)
 UNKNOWN_SESSION = "Mcp-Session-Id was not issued by this server; send initialize without it for a new session"
 LARGE_BODY: Final = 1024 * 1024
 LARGE_BODIES_AT_ONCE: Final = 2
@@ -83,9 +96,12 @@ class GuardedMcpApp:
         *,
         max_body: int = DEFAULT_MAX_BODY,
         session_ids: SessionIds | None = None,
+        refusal: str = MISSING_TOKEN,
     ) -> None:
-        """``session_ids``: signs and verifies session ids; a key of this process only when None."""
+        """``session_ids``: signs and verifies session ids; a key of this process only when None.
+        ``refusal``: the one line a request without the token gets."""
         self._token = token
+        self._refusal = refusal
         self._session_ids = session_ids or SessionIds.ephemeral()
         self.max_body = max_body
         self._large_bodies = anyio.Semaphore(LARGE_BODIES_AT_ONCE)
@@ -112,10 +128,11 @@ class GuardedMcpApp:
         start_directory: str | None = None,
         max_body: int = DEFAULT_MAX_BODY,
         session_ids: SessionIds | None = None,
+        refusal: str = MISSING_TOKEN,
     ) -> GuardedMcpApp:
         """The app serving ``handlers`` through the SDK's server."""
         server = server_for(handlers, start_directory=start_directory)
-        return cls(server, token, host, max_body=max_body, session_ids=session_ids)
+        return cls(server, token, host, max_body=max_body, session_ids=session_ids, refusal=refusal)
 
     def _token_ok(self, scope: Scope) -> bool:
         given = guard.header(scope, TOKEN_HEADER)
@@ -124,10 +141,13 @@ class GuardedMcpApp:
         return guard.secret_matches(given, self._token)
 
     def _admit(self, scope: Scope) -> Scope | Response:
-        if scope["path"] not in ("/mcp", "/mcp/"):
+        path: str = scope["path"]
+        if path not in ("/mcp", "/mcp/"):
+            if _is_oauth_probe(path):
+                return oauth_refusal(self._refusal)
             return ERRORS.response(404, "not found; the MCP endpoint is /mcp")
         if not self._token_ok(scope):
-            return ERRORS.response(401, "missing or invalid token", {"WWW-Authenticate": "Bearer"})
+            return ERRORS.response(401, self._refusal, {"WWW-Authenticate": "Bearer"})
         return {**scope, "path": "/mcp", "raw_path": b"/mcp"}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -201,6 +221,16 @@ class GuardedMcpApp:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def _is_oauth_probe(path: str) -> bool:
+    return any(path == probe or path.startswith(probe + "/") for probe in OAUTH_PROBES)
+
+
+def oauth_refusal(refusal: str) -> Response:
+    """An OAuth error (RFC 6749 section 5.2) whose description is the refusal: OAuth clients
+    show ``error_description`` and stop, where a 404 sends them on to the next probe."""
+    return guard.json_response(400, {"error": "invalid_request", "error_description": refusal})
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -17,7 +17,7 @@ from zodex_gateway.fleet.dispatcher import ZmqDispatcher
 from zodex_gateway.fleet.launcher import Launcher
 from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.supervisor import Supervisor
-from zodex_gateway.mcp.http_guard import GuardedMcpApp
+from zodex_gateway.mcp.http_guard import MISSING_TOKEN, GuardedMcpApp
 from zodex_gateway.mcp.jsonrpc_input import AnsweringReadStream
 from zodex_gateway.mcp.server import ToolHandlers, server_for
 from zodex_gateway.serve.features import FeatureOptions, open_features
@@ -153,11 +153,12 @@ def http_transport(
     observer: ObserverServing | None = None,
     limits: ListenerLimits | None = None,
     session_ids: SessionIds | None = None,
+    refusal: str = MISSING_TOKEN,
 ) -> Serve:
     """MCP over HTTP on ``sock``; with ``observer`` (and history), the observer API too,
     on its own socket in the same loop. ``limits`` bound slow clients and bodies;
     ``session_ids`` signs the session ids handshake clients get (a key of this process
-    only when None)."""
+    only when None); ``refusal`` is what a request without the token is told."""
     limits = limits or ListenerLimits()
 
     async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
@@ -179,6 +180,7 @@ def http_transport(
             start_directory=start_directory,
             max_body=limits.max_body,
             session_ids=session_ids,
+            refusal=refusal,
         )
         listeners.add(app, sock)
         history_store = opened.features.history
