@@ -25,7 +25,9 @@ CLIENTS = ["claude-2.1.197", "claude-2.1.332", "codex-0.171.0"]
 ENTRIES = ["zodex", "zodex-http"]
 # Per-request clients (revision 2026-07-28) over HTTP carry no identity of their own
 # (docs/agents.md#identity): the alias is refused, and says how to get one.
-NO_IDENTITY = "set_agent_alias needs to know which conversation is calling, and this call carries no agent identity"
+NO_IDENTITY = (
+    "set_agent_alias needs to know which conversation is calling, and this call carries no agent identity"
+)
 PER_REQUEST_OVER_HTTP = {("claude-2.1.332", "zodex-http")}
 
 

@@ -88,7 +88,11 @@ class Client:
         )
         kind = "http" if entry.endswith("-http") else "stdio"
         said = f"Added {kind} MCP server {entry} to local config"
-        assert added.returncode == 0 and added.stdout.strip() == said, (added.returncode, added.stdout, added.stderr)
+        assert added.returncode == 0 and added.stdout.strip() == said, (
+            added.returncode,
+            added.stdout,
+            added.stderr,
+        )
 
     def converse(self, entry: str, workdir: Path, alias: str) -> Conversation:
         """One conversation in which the stand-in asks for every tool once."""

@@ -124,7 +124,14 @@ class AnthropicMessages(_Handler):
         if call is None:
             return [{"type": "text", "text": DONE}]
         name = names.get(call.tool, call.tool)
-        return [{"type": "tool_use", "id": f"toolu_standin_{len(returned)}", "name": name, "input": call.arguments}]
+        return [
+            {
+                "type": "tool_use",
+                "id": f"toolu_standin_{len(returned)}",
+                "name": name,
+                "input": call.arguments,
+            }
+        ]
 
 
 def _message_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -174,7 +181,10 @@ class OpenAIResponses(_Handler):
         self._events(
             [
                 ("response.created", {"type": "response.created", "response": {"id": response_id}}),
-                ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}),
+                (
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": 0, "item": item},
+                ),
                 (
                     "response.completed",
                     {"type": "response.completed", "response": {"id": response_id, "usage": usage}},
