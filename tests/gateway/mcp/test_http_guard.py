@@ -154,7 +154,42 @@ def test_bad_or_missing_token_is_401(client: TestClient, headers: dict[str, str]
     assert response.headers["www-authenticate"] == "Bearer"
 
 
-@pytest.mark.parametrize("path", ["/", "/other", "/mcpx", "/mcp//", "/mcp/x", "/health"])
+def test_the_refusal_is_the_one_given() -> None:
+    app = GuardedMcpApp(server_for(ToolHandlers(NoDispatcher())), TOKEN, "127.0.0.1", refusal="ask someone")  # type: ignore[arg-type]
+    with TestClient(app, base_url=f"http://127.0.0.1:{PORT}") as client:
+        assert_refused(post(client, {}), 401, "ask someone")
+        probe = client.get("/.well-known/oauth-authorization-server")
+        assert probe.status_code == 400
+        assert probe.json() == {"error": "invalid_request", "error_description": "ask someone"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/oauth-authorization-server/mcp",
+        "/.well-known/openid-configuration",
+        "/register",
+    ],
+)
+def test_oauth_probes_get_the_refusal_as_an_oauth_error_with_or_without_a_token(
+    client: TestClient, path: str
+) -> None:
+    for headers in ({}, GOOD):
+        for method in ("GET", "POST"):
+            probe = client.request(method, path, headers=headers)
+            assert probe.status_code == 400, (method, path, probe.text)
+            assert probe.json() == {
+                "error": "invalid_request",
+                "error_description": "missing or invalid token",
+            }
+
+
+@pytest.mark.parametrize(
+    "path", ["/", "/other", "/mcpx", "/mcp//", "/mcp/x", "/health", "/registerx", "/.well-known/x"]
+)
 def test_other_paths_are_404_even_without_a_token(client: TestClient, path: str) -> None:
     assert_refused(post(client, {}, path), 404, "not found; the MCP endpoint is /mcp")
     assert_refused(post(client, GOOD, path), 404, "not found; the MCP endpoint is /mcp")
