@@ -124,13 +124,30 @@ class Client:
 
 
 def _codex_provider(base_url: str) -> str:
+    # The model provider is the stand-in. The rest keeps Codex on loopback: without them it
+    # looks up api.github.com (update check) and chatgpt.com (analytics, apps, plugins, model
+    # discovery) at start, as strace shows.
     return f"""model = "{MODEL}"
 model_provider = "standin"
+check_for_update_on_startup = false
 
 [model_providers.standin]
 name = "Loopback stand-in"
 base_url = "{base_url}/v1"
 wire_api = "responses"
 env_key = "STANDIN_API_KEY"
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[features]
+apps = false
+plugins = false
+remote_plugin = false
+plugin_sharing = false
+api_key_model_discovery = false
 
 """
