@@ -5,6 +5,7 @@ caller's own agent in the observer API and on Liveboard in Chromium."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +16,7 @@ from playwright.async_api import expect
 
 from tests.gateway.viewers.watch.live_support import chromium, watching
 from tests.support.local import LocalEnv, local_env
-from tests.support.outside_clients import Inspector, installed, observer_get
+from tests.support.outside_clients import TIMEOUT, Inspector, client_env, installed, observer_get
 
 pytestmark = pytest.mark.timeout(120)  # each Inspector run starts Node (and the bridge, Python)
 
@@ -121,3 +122,29 @@ async def test_inspector_aliases_show_on_liveboard() -> None:
                 await expect(board.get_by_test_id("alias")).to_have_text(
                     f"Board via {transport}", timeout=20_000
                 )
+
+
+@pytest.mark.parametrize("http", [False, True])
+def test_inspector_takes_the_printed_entries_as_its_config_file(http: bool) -> None:
+    """`--client cursor` is an mcpServers file as printed; the `json` entry is one server of
+    such a file. Inspector reads both with `--config <file> --server <name>`."""
+    with running() as (local, _):
+        extra = ["--http"] if http else []
+        name = "zodex-http" if http else "zodex"
+        cursor = local.root / "cursor.json"
+        cursor.write_text(local.run("local", "mcp-config", "--client", "cursor", *extra).stdout)
+        entry = json.loads(local.run("local", "mcp-config", "--client", "json", *extra).stdout)
+        generic = local.root / "generic.json"
+        generic.write_text(json.dumps({"mcpServers": {name: entry}}))
+        for config in (cursor, generic):
+            argv = [str(installed() / "mcp-inspector"), "--cli", "--config", str(config), "--server", name]
+            listed = subprocess.run(
+                [*argv, "--method", "tools/list"],
+                env=client_env(local, local.root / "home"),
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+                cwd=local.root,
+            )
+            assert listed.returncode == 0, f"{config.name}: {listed.stderr}{listed.stdout}"
+            assert {tool["name"] for tool in json.loads(listed.stdout)["tools"]} == TOOLS
