@@ -1,6 +1,7 @@
-"""Claude Code's CLI (2.1.197) takes what `zodex local mcp-config --client claude` prints, run
-as printed, and its own health check reports Zodex connected, also after Local restarts. No
-login is needed for `claude mcp add-json` and `claude mcp list`."""
+"""Claude Code's CLI (2.1.197, and 2.1.332 beside the HTTP entry) takes what
+`zodex local mcp-config --client claude` prints, run as printed, and its own health check
+reports Zodex connected, also after Local restarts. No login is needed for
+`claude mcp add-json` and `claude mcp list`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.conversations import Client
 from tests.support.local import ZODEX, LocalEnv, local_env
 from tests.support.outside_clients import TIMEOUT, client_env, installed
 
@@ -85,3 +87,29 @@ def test_claude_code_connects_with_the_printed_command() -> None:
         local.run("local", "start", str(local.root))
         assert CONNECTED in listed(local, home)
     assert machine_config() == before
+
+
+@pytest.mark.parametrize("name", ["claude-2.1.197", "claude-2.1.332"])
+def test_the_stdio_and_http_entries_live_side_by_side(name: str) -> None:
+    """Both printed lines, run as printed one after the other, add two servers (the HTTP one
+    is `zodex-http`), and both connect."""
+    installed()
+    with local_env() as local:
+        local.run("local", "start", str(local.root))
+        client = Client(name, local, local.root / "home")
+        client.configure("zodex", local.run("local", "mcp-config", "--client", "claude").stdout)
+        client.configure(
+            "zodex-http", local.run("local", "mcp-config", "--client", "claude", "--http").stdout
+        )
+        done = subprocess.run(
+            ["claude", "mcp", "list"],
+            env=client.env(),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            cwd=local.root,
+        )
+        assert done.returncode == 0, done.stderr
+        url = local.discovery()["mcp"]["url"]
+        assert CONNECTED in done.stdout.splitlines(), done.stdout
+        assert f"zodex-http: {url} (HTTP) - ✔ Connected" in done.stdout.splitlines(), done.stdout
