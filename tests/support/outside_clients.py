@@ -1,6 +1,7 @@
-"""MCP clients nobody here wrote — MCP Inspector's CLI and Claude Code's CLI — installed by
-scripts/outside_clients.sh at the versions tests/outside_clients/package-lock.json pins, and
-run as a person would run them, each with a private HOME so the machine's config is untouched."""
+"""MCP clients nobody here wrote — MCP Inspector's CLI, Claude Code's CLI (two versions) and
+Codex's CLI — installed by scripts/outside_clients.sh at the versions
+tests/outside_clients/package-lock.json pins, and run as a person would run them, each with a
+private HOME so the machine's config is untouched."""
 
 from __future__ import annotations
 
