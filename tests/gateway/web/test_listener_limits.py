@@ -139,3 +139,22 @@ def test_the_cap_is_at_most_a_quarter_of_the_descriptor_limit() -> None:
         assert pending_cap(256) == 8, "never below a floor that lets a real client in"
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_the_uvicorn_hooks_zodex_relies_on_are_there() -> None:
+    """pyproject.toml caps uvicorn at the tested minor because Zodex subclasses its
+    H11Protocol and replaces Server.capture_signals: a release that moves either fails here."""
+    import inspect
+
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from zodex_gateway.web.listener_limits import HeaderDeadlineProtocol
+
+    assert issubclass(HeaderDeadlineProtocol, H11Protocol)
+    for hook in ("connection_made", "connection_lost", "handle_events", "on_response_complete"):
+        assert callable(getattr(H11Protocol, hook, None)), hook
+    capture = getattr(uvicorn.Server, "capture_signals", None)
+    assert capture is not None and inspect.isfunction(capture), (
+        "Server.capture_signals is what Zodex replaces"
+    )

@@ -81,3 +81,34 @@ def test_run_tui_needs_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     access = ObserverAccess("http://127.0.0.1:9", "b" * 64, "rt")
     assert run_tui(access, agent_id=None, show_all=False) == 2
     assert "needs a terminal" in capsys.readouterr().err
+
+
+def test_run_tui_without_textual_says_how_to_install_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+    import sys
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "textual" else real_find_spec(name, *a)
+    )
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    access = ObserverAccess("http://127.0.0.1:9", "b" * 64, "rt")
+    assert run_tui(access, agent_id=None, show_all=False) == 2
+    assert capsys.readouterr().err == (
+        "error: zodex local watch --tui needs Textual, which this Zodex was installed without (the tui extra); "
+        f"install it with `{sys.executable} -m pip install 'textual>=8.2,<8.3'`, or drop --tui for Liveboard\n"
+    )
+
+
+def test_the_tui_extra_and_the_printed_requirement_agree() -> None:
+    import tomllib
+    from pathlib import Path
+
+    from zodex_gateway.viewers.tui import TEXTUAL_REQUIREMENT
+
+    project = tomllib.loads((Path(__file__).parents[4] / "pyproject.toml").read_text())["project"]
+    assert project["optional-dependencies"]["tui"] == [TEXTUAL_REQUIREMENT]
+    assert not any(dep.startswith("textual") for dep in project["dependencies"])
