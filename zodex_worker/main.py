@@ -39,6 +39,7 @@ SPILL_SWEEP_SECONDS = 3600.0
 # Events queued per subscriber before ZeroMQ drops (the subscriber sees a gap): a flood's
 # events are 256 KiB each, so this holds at most about 640 MiB of it.
 EVENT_HWM = 2_500
+BYE_LINGER_MS = 1000  # how long the reply to shutdown may take to leave when the worker closes
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -136,10 +137,9 @@ async def run(args: argparse.Namespace) -> int:
     asked = asyncio.create_task(server.shutdown_requested.wait())
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({serving, asked, stopped}, return_when=asyncio.FIRST_COMPLETED)
-    if not server.shutdown_requested.is_set():
+    asked_to_stop = server.shutdown_requested.is_set()
+    if not asked_to_stop:
         await service.shutdown()
-    else:
-        await asyncio.sleep(0.05)  # let the bye reply leave the socket
     _leave_tombstones(
         layout.exit_file(args.worker_id, args.incarnation), service, group_readable=args.group_readable_exits
     )
@@ -149,7 +149,9 @@ async def run(args: argparse.Namespace) -> int:
         task.cancel()
     reaper.close()
     loop.remove_reader(pub_fd)
-    router.close(linger=0)
+    # Asked to stop, the bye reply may still be queued: closing lingers until it has left
+    # (bounded), instead of a guessed sleep.
+    router.close(linger=BYE_LINGER_MS if asked_to_stop else 0)
     pub.close(linger=0)
     for endpoint in (request_endpoint, event_endpoint):
         with contextlib.suppress(OSError):

@@ -85,10 +85,6 @@ def signing_key(z85_text: bytes) -> bytes:
     return z85.decode(z85_text)
 
 
-def curve_public_of(secret: bytes) -> bytes:
-    return zmq.curve_public(secret)
-
-
 def gateway_keys(directory: Path) -> set[bytes]:
     """The public keys of the gateways a host admits: every ``*.pub`` in ``directory``."""
     if not directory.is_dir():

@@ -49,7 +49,6 @@ __all__ = [
 
 CONFIG_ENV: Final = "ZODEX_SPRITE_CONFIG"
 DEFAULT_CONFIG_PATH: Final = Path("/etc/zodex/config.toml")
-TABLE: Final = "sprite"
 # The installation's Python and its zodex command, relative to sprite.install-dir.
 WORKER_PYTHON: Final = Path("bin/python3")
 INSTALLED_ZODEX: Final = Path("bin/zodex")

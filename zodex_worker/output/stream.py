@@ -146,16 +146,6 @@ class SessionOutput:
             # Cut short by the disk, not by the size cap (docs/output.md#spill-files).
             output_file_error=self._spill.error,
         )
-        fields = {
-            "output_file": str(self._spill_path),
-            "output_chars": self._chars,
-            "output_lines": lines,
-            "output_file_truncated": self._spill.truncated,
-        }
-        if self._spill.error is not None:
-            # Cut short by the disk, not by the size cap (docs/output.md#spill-files).
-            fields["output_file_error"] = self._spill.error
-        return fields
 
     @property
     def held_chars(self) -> int:
