@@ -21,6 +21,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from tests.support.slowdown import scaled
+
 VENV_BIN = Path(sys.executable).parent
 GATEWAY = str(VENV_BIN / "zodex-gateway")
 
@@ -196,8 +198,9 @@ CONNECTORS: dict[str, Callable[..., Any]] = {"stdio": stdio_gateway, "http": htt
 
 
 async def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    """Bounded wait on a condition that has no event to wait on (a process gone, a file)."""
-    deadline = time.monotonic() + timeout
+    """Bounded wait on a condition that has no event to wait on (a process gone, a file);
+    ``timeout`` is scaled by ``ZODEX_TEST_SLOWDOWN`` (tests/support/slowdown.py)."""
+    deadline = time.monotonic() + scaled(timeout)
     delay = 0.005
     while not predicate():
         if time.monotonic() > deadline:

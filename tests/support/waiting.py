@@ -7,13 +7,15 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from tests.support.slowdown import scaled
 from zodex_system import proctree
 
 T = TypeVar("T")
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
+    """``timeout`` is scaled by ``ZODEX_TEST_SLOWDOWN`` (tests/support/slowdown.py)."""
+    deadline = time.monotonic() + scaled(timeout)
     delay = 0.005
     while not predicate():
         if time.monotonic() > deadline:
