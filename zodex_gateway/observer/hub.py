@@ -218,7 +218,11 @@ class EventHub:
         """A new subscription; with ``after`` (a ``Last-Event-ID``), the events since it
         are queued first when the ring still holds them, else the stream starts with a gap."""
         subscription = Subscription(event_filter)
-        if after is not None and after < self._sequence:
+        if after is not None and after > self._sequence:
+            # A number this hub never gave: a viewer of the runtime before a restart. It
+            # missed everything published since, and what changed in between.
+            subscription.mark_missed(1)
+        elif after is not None and after < self._sequence:
             oldest = self._ring[0].sequence if self._ring else self._sequence + 1
             if after + 1 < oldest:
                 subscription.mark_missed(after + 1)

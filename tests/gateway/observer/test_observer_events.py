@@ -125,6 +125,24 @@ async def test_last_event_id_resumes_or_starts_with_a_gap(store: HistoryStore) -
         assert after["sequence"] == 7
 
 
+@pytest.mark.parametrize("published", [0, 3])
+async def test_a_last_event_id_from_before_a_restart_starts_with_a_gap(
+    store: HistoryStore, published: int
+) -> None:
+    hub = EventHub()  # a new runtime's hub: its numbers start again from 1
+    async with serving(store, hub) as url:
+        for n in range(published):
+            hub.publish("agent_updated", {"n": n}, agent_id="aaaa")
+        async with sse(url, BEARER, headers={"Last-Event-ID": "50"}) as stream:
+            gap = await stream.until(lambda e: True)
+            hub.publish("agent_updated", {"n": "new"}, agent_id="aaaa")
+            after = await stream.until(lambda e: True)
+        assert gap["event_type"] == "gap"
+        assert gap["payload"]["first_missed_sequence"] == 1, "everything this runtime published was missed"
+        assert gap["payload"]["recovery_since_ms"] == 0, "since when is unknown: recover everything"
+        assert after["sequence"] == published + 1 and after["payload"] == {"n": "new"}
+
+
 async def test_bad_event_parameters_are_400(store: HistoryStore) -> None:
     hub = EventHub()
     async with serving(store, hub) as url, httpx.AsyncClient() as client:
