@@ -1,7 +1,8 @@
 """Where a runtime keeps its sockets, keys, locks and worker registry (docs/architecture.md#routing-without-a-table).
 
 ``<runtime dir>`` is ``<runtime root>/<runtime_id>`` (``0700``); the root is
-``$XDG_RUNTIME_DIR/zodex``, or ``/tmp/zodex-<uid>`` when there is no runtime dir
+``$XDG_RUNTIME_DIR/zodex``, or ``/tmp/zodex-<uid>`` (a private ``/tmp/zodex-<uid>-<random>``
+when another account made that name first) when there is no runtime dir
 (``zodex_system.xdg.runtime_root``). Inside it::
 
     key                      HMAC key of the wire protocol (0600)

@@ -29,6 +29,7 @@ class Limits:
     sessions_per_worker: int = 64
     tombstone_s: int = 3600
     idle_worker_exit_s: int = 600
+    max_idle_workers: int = 32  # idle workers a gateway keeps; the least recently used go first
     health_interval_ms: int = 30_000  # how often the gateway pings the workers it uses
     # Oversized-field guards: refuse instead of shipping megabytes to a PTY.
     max_cmd_chars: int = 64 * 1024

@@ -11,7 +11,12 @@ request        body (requests.py)              reply (replies.py)
 ``write``      :class:`WriteRequest`           ``result``: :class:`SessionResult`
 ``patch``      :class:`PatchRequest`           ``patched``: :class:`Patched`
 ``shutdown``   ``{}``                          ``bye``: ``{}``
+``retire``     ``{}``                          ``retired``: ``{"stopping": bool}``
 =============  ==============================  ===================================
+
+``retire`` stops the worker as ``shutdown`` does, but only when it is idle — no command
+running, no jobs a command left behind, no other tool request in flight — decided on the
+worker, so nothing another gateway started can slip in between the check and the stop.
 
 ``error`` bodies are ``{"code": int, "message": str}`` (see errors.py).
 
@@ -30,6 +35,8 @@ PATCH = "patch"
 PATCHED = "patched"
 SHUTDOWN = "shutdown"
 BYE = "bye"
+RETIRE = "retire"
+RETIRED = "retired"
 RESULT = "result"
 ERROR = "error"
 # Gateway → fleet host over tcp (docs/fleet.md#the-wire): one tool call, ``{tool, args, tag?}``,

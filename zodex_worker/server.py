@@ -8,8 +8,9 @@ so a long poll never holds up a ping or a call on another session.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import zmq
@@ -69,12 +70,14 @@ class WorkerServer:
         self._codec = codec
         self._tasks: set[asyncio.Task[None]] = set()
         self.shutdown_requested = asyncio.Event()
+        self._tool_requests = 0  # exec, write and patch requests being answered
         self._handlers: dict[str, Handler] = {
             messages.PING: self._on_ping,
             messages.EXEC: self._on_exec,
             messages.WRITE: self._on_write,
             messages.PATCH: self._on_patch,
             messages.SHUTDOWN: self._on_shutdown,
+            messages.RETIRE: self._on_retire,
         }
 
     async def serve(self) -> None:
@@ -128,15 +131,43 @@ class WorkerServer:
 
     async def _on_exec(self, body: dict[str, Any]) -> tuple[str, Any]:
         request = ExecRequest.from_body(body, self.service.limits)
-        return messages.RESULT, (await self.service.exec(request)).to_body()
+        with self._tool_request():
+            return messages.RESULT, (await self.service.exec(request)).to_body()
 
     async def _on_write(self, body: dict[str, Any]) -> tuple[str, Any]:
         request = WriteRequest.from_body(body, self.service.limits)
-        return messages.RESULT, (await self.service.write(request)).to_body()
+        with self._tool_request():
+            return messages.RESULT, (await self.service.write(request)).to_body()
 
     async def _on_patch(self, body: dict[str, Any]) -> tuple[str, Any]:
         request = PatchRequest.from_body(body, self.service.limits)
-        return messages.PATCHED, (await self.service.patch(request)).to_body()
+        with self._tool_request():
+            return messages.PATCHED, (await self.service.patch(request)).to_body()
+
+    @contextlib.contextmanager
+    def _tool_request(self) -> Iterator[None]:
+        self._tool_requests += 1
+        try:
+            yield
+        finally:
+            self._tool_requests -= 1
+
+    async def _on_retire(self, _body: dict[str, Any]) -> tuple[str, Any]:
+        """Stop as ``shutdown`` does, but only when idle (docs/sessions.md#idle-workers). The
+        check and the start of the stop run with no await between them: no request this
+        loop takes after the check finds the worker still accepting work."""
+        service = self.service
+        idle = (
+            not service.stopping
+            and self._tool_requests == 0
+            and service.table.running_count() == 0
+            and not service.table.jobs_left_behind()
+        )
+        if not idle:
+            return messages.RETIRED, {"stopping": False}
+        await service.shutdown()  # sets stopping before its first await
+        self.shutdown_requested.set()
+        return messages.RETIRED, {"stopping": True}
 
     async def _on_shutdown(self, _body: dict[str, Any]) -> tuple[str, Any]:
         await self.service.shutdown()

@@ -11,6 +11,7 @@ import pytest
 from tests.support.gateway import wait_for
 from tests.support.local import LocalEnv, connected, local_env
 from zodex_gateway.history import DB_NAME, HistoryStore
+from zodex_gateway.history.records import OUTPUT_TRIMMED
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -69,3 +70,40 @@ async def test_a_flood_of_output_stays_within_the_limit(tmp_path: Path) -> None:
         assert rest.startswith(f"{cut:,} bytes of output cut here; ")
         assert rest.endswith(stream[-(CAP - CAP // 4) :])
         assert complete
+
+
+async def test_a_command_flooding_after_its_calls_were_trimmed_keeps_the_limit(tmp_path: Path) -> None:
+    with local_env() as local:
+        local.run("local", "config", "set", "history.max-size", "1mb")
+        local.run("local", "config", "set", "output.spill-cap", "4mb")  # one command could fill 4 limits
+        local.run("local", "start", str(tmp_path))
+        directory = history_dir(local)
+        go = tmp_path / "go"
+        # 1.2 MB at once, then 4.5 MB more once the test says so.
+        flood = f"seq -f %07g 1 130000; while [ ! -e {go} ]; do sleep 0.05; done; seq -f %07g 1 500000"
+        async with connected(local) as mcp:
+            started = await mcp.exec(flood, str(tmp_path), yield_time_ms=200)
+            handle = started["session_handle"]
+
+            def trimmed() -> bool:
+                with HistoryStore(directory, recover=False) as store:
+                    return all(inv.session_handle != handle for inv in store.invocations())
+
+            # The model goes on with other calls: the flood's exec call, the oldest, is trimmed.
+            n = 0
+            while not trimmed():
+                assert n < 50, "the running command's call was never trimmed"
+                await mcp.exec(f"echo {n}", str(tmp_path))
+                n += 1
+            go.touch()
+
+            def ended() -> bool:
+                with HistoryStore(directory, recover=False) as store:
+                    return (store.process(handle) or {}).get("ended_at") is not None
+
+            await wait_for(ended, what="the flood's end to be recorded", timeout=60)
+        assert on_disk(directory) <= LIMIT + BATCH, f"{on_disk(directory)} bytes on disk"
+        with HistoryStore(directory, recover=False) as store:
+            assert (store.process(handle) or {})["output_incomplete_reason"] == OUTPUT_TRIMMED
+        log = (local.root / "state" / "zodex" / "local" / "logs" / "runtime.log").read_text()
+        assert log.count("holds only its newest and pending calls") <= 1

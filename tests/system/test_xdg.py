@@ -76,3 +76,35 @@ def test_a_relative_home_is_taken_as_unset(home: Path, monkeypatch: pytest.Monke
     account_home = Path(pwd.getpwuid(os.getuid()).pw_dir)
     assert xdg.config_dir() == account_home / ".config" / "zodex"
     assert xdg.local_state_dir() == account_home / ".local" / "state" / "zodex" / "local"
+
+
+def test_a_fallback_root_that_is_not_the_users_own_is_never_used(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "tmp"
+    shared.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    default = shared / f"zodex-{os.getuid()}"
+    # A link in its place, to a directory that is the user's: not a directory of its own.
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    default.symlink_to(tmp_path / "elsewhere")
+    # A name of the fresh form that is a plain file, and one that is group-writable.
+    (shared / f"zodex-{os.getuid()}-aaaa").write_text("")
+    (shared / f"zodex-{os.getuid()}-bbbb").mkdir()
+    (shared / f"zodex-{os.getuid()}-bbbb").chmod(0o770)
+    root = xdg.runtime_root()
+    assert root.parent == shared and root.name.startswith(f"zodex-{os.getuid()}-")
+    assert root.name not in (f"zodex-{os.getuid()}-aaaa", f"zodex-{os.getuid()}-bbbb")
+    assert root.is_dir() and not root.is_symlink() and (root.stat().st_mode & 0o777) == 0o700
+    assert xdg.runtime_root() == root, "found again, not made afresh each time"
+    assert xdg.runtime_base(root) == root
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_missing_fallback_root_is_made_private_at_once(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    root = xdg.runtime_root()
+    assert root == tmp_path / f"zodex-{os.getuid()}"
+    assert root.is_dir() and (root.stat().st_mode & 0o777) == 0o700

@@ -8,7 +8,11 @@ process); else nobody (the call is unattributed).
 
 from __future__ import annotations
 
-from typing import Any, Final
+import hashlib
+from collections import OrderedDict
+from typing import Any, Final, Generic, TypeVar
+
+T = TypeVar("T")
 
 OPENAI_SESSION_META: Final = "openai/session"
 # Set in an HTTP request's ASGI scope by the MCP listener once the request's Mcp-Session-Id
@@ -29,3 +33,38 @@ def identity_key(meta: Any, request: Any, stdio_connection: str | None) -> str |
     if stdio_connection is not None:
         return f"stdio:{stdio_connection}"
     return None
+
+
+# Identities a gateway remembers the agent of; an older one is looked up in history again.
+AGENTS_KEPT: Final = 1024
+
+
+class KnownAgents(Generic[T]):
+    """The agents of the identities met lately, least recently used dropped first. Kept
+    under a hash of the key: a key holds the client's whole ``openai/session`` value, which
+    may be as long as a request allows, and a gateway meets new ones for as long as it runs."""
+
+    def __init__(self, kept: int = AGENTS_KEPT) -> None:
+        self._kept = kept
+        self._agents: OrderedDict[bytes, T] = OrderedDict()
+
+    def get(self, key: str) -> T | None:
+        digest = _digest(key)
+        agent = self._agents.get(digest)
+        if agent is not None:
+            self._agents.move_to_end(digest)
+        return agent
+
+    def put(self, key: str, agent: T) -> None:
+        digest = _digest(key)
+        self._agents[digest] = agent
+        self._agents.move_to_end(digest)
+        while len(self._agents) > self._kept:
+            self._agents.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._agents)
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()

@@ -80,6 +80,7 @@ _DEFAULT_BOUNDS: dict[str, _Bounds] = {
 # Tighter than the kind allows: a ping every millisecond would be a busy loop.
 _BOUNDS: dict[str, _Bounds] = {
     "session.max-per-worker": (1, 4096),
+    "worker.max-idle": (1, 4096),
     "worker.health-interval": (100, 3650 * _DAY_MS),
     "mcp.max-body": (64 * 1024, 1024**3),
     "http.header-timeout": (100, 3_600_000),
@@ -109,6 +110,7 @@ _LIMIT_KEYS = (  # name, kind, Limits field, description
     ("output.spill-max-age", "duration", "spill_max_age_s", "age at which spill files are removed"),
     ("worker.idle-exit", "duration", "idle_worker_exit_s", "a worker with no live session exits after"),
     ("worker.health-interval", "duration", "health_interval_ms", "how often workers are pinged"),
+    ("worker.max-idle", "int", "max_idle_workers", "idle workers kept; the least recently used stop first"),
     ("limits.max-cmd-chars", "int", "max_cmd_chars", "longest exec_command cmd accepted"),
     ("limits.max-chars-chars", "int", "max_chars_chars", "longest write_stdin chars accepted"),
     ("limits.max-patch-chars", "int", "max_patch_chars", "longest apply_patch input accepted"),

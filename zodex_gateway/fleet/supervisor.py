@@ -20,6 +20,7 @@ import zmq
 import zmq.asyncio
 
 from zodex_gateway.fleet import spawn_lock
+from zodex_gateway.fleet.idle_workers import IdleWorkerCap
 from zodex_gateway.fleet.launcher import DirectLauncher, Launcher, StartedWorker, WorkerSpec
 from zodex_gateway.fleet.restart_policy import RestartPolicy
 from zodex_gateway.fleet.runtime import Runtime
@@ -76,6 +77,9 @@ class Supervisor:
         self._group_removals: set[asyncio.Future[bool]] = set()
         self._new_worker_listeners: list[NewWorkerListener] = []
         self._stopping = False
+        self._idle_cap = IdleWorkerCap(
+            self.clients, self._locks, runtime.limits.max_idle_workers, lambda: self._stopping
+        )
 
     @property
     def stopping(self) -> bool:
@@ -97,6 +101,7 @@ class Supervisor:
             raise ProtocolError(ErrorCode.STOPPING, "runtime is stopping; new tool calls are not accepted")
         self._check_runtime_dir()
         worker_id = worker_id_for(real_path)
+        self._idle_cap.touch(worker_id)
         client = self.clients.get(worker_id)
         if client is not None and client.alive:
             return client
@@ -106,9 +111,11 @@ class Supervisor:
                 return client
             lock_fd = await self._lock_spawn(worker_id, real_path)
             try:
-                return await self._connect_or_spawn(worker_id, real_path)
+                client = await self._connect_or_spawn(worker_id, real_path)
             finally:
                 os.close(lock_fd)  # closing drops the flock
+        self._idle_cap.adopted(worker_id)
+        return client
 
     async def _lock_spawn(self, worker_id: str, real_path: str) -> int:
         path = self.layout.spawn_lock(worker_id)
@@ -261,6 +268,7 @@ class Supervisor:
     def _client_exited(self, client: WorkerClient) -> None:
         if self.clients.get(client.worker_id) is client:
             del self.clients[client.worker_id]
+        self._idle_cap.exited(client.worker_id)
         if not self.stopping:
             self._note_end(client.record)
 
@@ -341,12 +349,13 @@ class Supervisor:
             raise unknown
         record = self.layout.read_record(handle.worker_id)
         if record is not None and handle.incarnation == record.incarnation:
+            self._idle_cap.touch(handle.worker_id)
             client = self.clients.get(handle.worker_id)
             if client is not None and client.alive and client.incarnation == record.incarnation:
                 return client
             if record_alive(record):
                 async with self._locks.setdefault(handle.worker_id, asyncio.Lock()):
-                    client = await self._connect(record)
+                    client = await self._connect(record) if record_alive(record) else None
                 if client is not None:
                     return client
         exit_file = self.layout.exit_file(handle.worker_id, handle.incarnation)
@@ -370,6 +379,7 @@ class Supervisor:
         self._stopping = True
         if self._health_task is not None:
             self._health_task.cancel()
+        self._idle_cap.cancel()
         records = self._known_records()
         await asyncio.gather(*(self._stop_worker(r) for r in records), return_exceptions=True)
         await asyncio.gather(*self._group_removals, return_exceptions=True)

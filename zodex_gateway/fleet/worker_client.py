@@ -65,6 +65,11 @@ class WorkerClient:
             return
         self._loop.add_reader(self._pidfd, self.mark_dead)
 
+    @property
+    def busy(self) -> bool:
+        """A request of this gateway's is waiting for its reply."""
+        return bool(self._pending)
+
     def mark_dead(self) -> None:
         if not self.alive:
             return

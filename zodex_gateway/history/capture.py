@@ -285,7 +285,8 @@ class EventCapture:
                     stream = self._streams[handle] = self._secrets.output_stream()
                 event = dataclasses.replace(event, text=stream.feed(event.text))
             elif isinstance(event, ProcessStarted):
-                event = dataclasses.replace(event, cmd=self._secrets.redact(event.cmd))
+                known = self._secrets.snapshot()
+                event = dataclasses.replace(event, cmd=known.text(event.cmd), cwd=known.text(event.cwd))
             else:
                 ending = self._streams.pop(handle, None)
                 rest = ending.finish() if ending is not None else ""

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from zodex_gateway.history.records import OUTPUT_TRIMMED
 from zodex_gateway.history.schema import ROW_OVERHEAD
 
 MARKER: Final = (
@@ -43,6 +44,8 @@ class _Session:
     cut: int
     marker_seq: int | None
     next_seq: int
+    # Its calls were trimmed while it ran and none refers to it since: nothing is stored.
+    unclaimed: bool = False
     cut_grew: bool = False
 
 
@@ -54,24 +57,35 @@ def append(conn: sqlite3.Connection, rows: Sequence[tuple[str, str, int]], cap: 
         session = sessions.get(handle)
         if session is None:
             session = sessions[handle] = _load(conn, handle)
+        if session.unclaimed:
+            continue
         if cap is None:
             _insert(conn, session, text, size)
         else:
             _add(conn, session, text, size, cap)
     for session in sessions.values():
-        _save(conn, session, cap)
+        if not session.unclaimed:
+            _save(conn, session, cap)
 
 
 def _load(conn: sqlite3.Connection, handle: str) -> _Session:
     row = conn.execute(
-        "SELECT output_bytes, output_cut, output_marker_seq FROM processes WHERE handle = ?", (handle,)
+        "SELECT output_bytes, output_cut, output_marker_seq, output_incomplete_reason FROM processes"
+        " WHERE handle = ?",
+        (handle,),
     ).fetchone()
     stored, cut, marker_seq = (0, 0, None) if row is None else (int(row[0]), int(row[1]), row[2])
     top = conn.execute("SELECT MAX(seq) FROM output_chunks WHERE handle = ?", (handle,)).fetchone()[0]
     next_seq = 0 if top is None else int(top) + 1
     if marker_seq is not None:
         next_seq = max(next_seq, int(marker_seq) + 1)
-    return _Session(handle, stored, cut, marker_seq, next_seq)
+    unclaimed = row is not None and row[3] == OUTPUT_TRIMMED and not _referred_to(conn, handle)
+    return _Session(handle, stored, cut, marker_seq, next_seq, unclaimed=unclaimed)
+
+
+def _referred_to(conn: sqlite3.Connection, handle: str) -> bool:
+    found = conn.execute("SELECT 1 FROM invocations WHERE session_handle = ? LIMIT 1", (handle,))
+    return found.fetchone() is not None
 
 
 def _insert(conn: sqlite3.Connection, session: _Session, text: str, size: int) -> None:

@@ -13,6 +13,11 @@ INCOMPLETE: Final = "incomplete"
 RUNTIME_STOPPED: Final = "runtime stopped before the call completed"
 PROCESS_LOST: Final = "lost"
 OUTPUT_LOST: Final = "runtime stopped before the command ended; later output was not recorded"
+# A command whose every call the size limit removed while it ran: its output so far is gone,
+# and what it prints is not stored until a call refers to it again.
+OUTPUT_TRIMMED: Final = (
+    "history reached its size limit: the calls and output of this running command were removed"
+)
 
 
 class HistoryUnavailable(Exception):

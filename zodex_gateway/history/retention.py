@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
-from zodex_gateway.history.records import PENDING
+from zodex_gateway.history.records import OUTPUT_TRIMMED, PENDING
 
 # A session whose invocations are all gone is kept this long after it ended: its exec
 # call may still be about to complete and claim it.
@@ -94,14 +94,22 @@ def _delete_invocation(conn: sqlite3.Connection, seq: int, inv_id: str, handle: 
 
 
 def _drop_session(conn: sqlite3.Connection, handle: str) -> int:
-    row = conn.execute(
-        "SELECT (SELECT COALESCE(SUM(size), 0) FROM output_chunks WHERE handle = ?)"
-        " + (SELECT COALESCE(SUM(size), 0) FROM processes WHERE handle = ?)",
-        (handle, handle),
-    ).fetchone()
+    """Remove a session's output, and its row once the process ended. A process still
+    running keeps its row, marked: what it prints next is not stored while no call refers
+    to it (output_cap), where a new row would hold output nothing could ever trim."""
+    chunks = conn.execute("SELECT COALESCE(SUM(size), 0) FROM output_chunks WHERE handle = ?", (handle,))
+    freed = int(chunks.fetchone()[0])
     conn.execute("DELETE FROM output_chunks WHERE handle = ?", (handle,))
-    conn.execute("DELETE FROM processes WHERE handle = ?", (handle,))
-    return int(row[0])
+    running = conn.execute(
+        "UPDATE processes SET output_bytes = 0, output_cut = 0, output_marker_seq = NULL,"
+        " output_complete = 0, output_incomplete_reason = ? WHERE handle = ? AND ended_at IS NULL",
+        (OUTPUT_TRIMMED, handle),
+    )
+    if running.rowcount == 0:
+        process = conn.execute("SELECT COALESCE(SUM(size), 0) FROM processes WHERE handle = ?", (handle,))
+        freed += int(process.fetchone()[0])
+        conn.execute("DELETE FROM processes WHERE handle = ?", (handle,))
+    return freed
 
 
 def drop_orphan_sessions(conn: sqlite3.Connection, now: float) -> None:

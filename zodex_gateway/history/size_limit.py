@@ -79,6 +79,7 @@ class SizeLimit:
         self._thread: threading.Thread | None = None
         self._closing = False
         self._stuck: tuple[int, int] | None = None
+        self._warned_over = False
         self._unlogged = 0
         self._logged_at = float("-inf")
         self._failing = False
@@ -116,11 +117,15 @@ class SizeLimit:
             return trimmed.deleted
 
     def _report(self, trimmed: Trimmed, limit: int) -> None:
-        if trimmed.stuck is not None and trimmed.stuck != self._stuck and trimmed.size > limit:
+        # Once while it lasts: each new call would otherwise find the same excess again.
+        if trimmed.size <= limit:
+            self._warned_over = False
+        elif trimmed.stuck is not None and not self._warned_over:
             log.warning(
                 "history takes %d bytes, over its limit of %d, but holds only its newest and pending calls",
                 trimmed.size, limit,
             )  # fmt: skip
+            self._warned_over = True
         if trimmed.wal_kept:
             log.info("history WAL not truncated: another process is reading the history")
         self._stuck = trimmed.stuck

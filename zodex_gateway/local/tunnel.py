@@ -10,6 +10,7 @@ write the token there (docs/security.md#redaction).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import logging
 import os
@@ -19,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import IO
 
+from zodex_gateway.redaction import SECRETS, SecretRegistry
 from zodex_system import proctree
 
 log = logging.getLogger("zodex.tunnel")
@@ -51,11 +53,23 @@ def start_tunnel(
     return process
 
 
-def _relay(stream: IO[bytes]) -> None:
-    """Until the tunnel (and every process holding its output) is gone."""
+def _relay(stream: IO[bytes], secrets: SecretRegistry = SECRETS) -> None:
+    """Until the tunnel (and every process holding its output) is gone. A long line is
+    logged in pieces, redacted as one stream before it is cut: a secret straddling a cut
+    would be in neither piece whole, and so missed by the log's formatter."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    redactor = secrets.output_stream()
     with stream:
-        while line := stream.readline(LOG_LINE_BYTES):
-            log.info("%s", line.decode(errors="replace").rstrip("\n"))
+        while piece := stream.readline(LOG_LINE_BYTES):
+            ended = piece.endswith(b"\n")
+            text = redactor.feed(decoder.decode(piece.rstrip(b"\n")))
+            if ended:
+                text += redactor.feed(decoder.decode(b"", final=True)) + redactor.finish()
+            if text or ended:
+                log.info("%s", text)
+        rest = redactor.feed(decoder.decode(b"", final=True)) + redactor.finish()
+        if rest:
+            log.info("%s", rest)
 
 
 def stop_tunnel(process: subprocess.Popen[bytes]) -> None:

@@ -18,7 +18,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from zodex_gateway.agents.alias import clean_alias
-from zodex_gateway.agents.identity import identity_key
+from zodex_gateway.agents.identity import KnownAgents, identity_key
 from zodex_gateway.context import ContextProvider, attach
 from zodex_gateway.fleet.dispatcher import Dispatcher
 from zodex_gateway.history import AgentRecord, FileChange, HistoryStore, HistoryUnavailable
@@ -113,7 +113,7 @@ class ToolHandlers:
         self.dispatcher = dispatcher
         self.mode = mode
         self.local = local or LocalFeatures()
-        self._agents: dict[str, AgentRecord] = {}
+        self._agents: KnownAgents[AgentRecord] = KnownAgents()
         self._results = SessionResults(self.local.secrets)
         self._call_log = CallLog()
         self._tools = tools.tool_list(
@@ -273,11 +273,13 @@ class ToolHandlers:
         key = identity_key(meta, request, self.local.stdio_connection)
         if key is None:
             return None
-        # An identity's agent id never changes: look it up (a write) once per gateway;
+        # An identity's agent id never changes: look it up (a write) once while it is among
+        # the identities this gateway met lately (KnownAgents);
         # each recorded call refreshes the agent's last_seen itself.
         agent = self._agents.get(key)
         if agent is None:
-            agent = self._agents[key] = self.local.history.agent_for(key)
+            agent = self.local.history.agent_for(key)
+            self._agents.put(key, agent)
             for watcher in self.local.watchers:
                 watcher.agent_seen(agent)
         return agent

@@ -28,6 +28,7 @@ from starlette.types import Scope
 from zodex_gateway.agents.alias import clean_alias
 from zodex_gateway.history import AgentRecord, HistoryStore, HistoryUnavailable, Invocation
 from zodex_gateway.observer import timeline
+from zodex_gateway.observer.display import shown_text
 from zodex_gateway.observer.hub import KEEPALIVE_S, EventFilter, EventHub, Subscription
 from zodex_gateway.observer.paging import (
     DEFAULT_LIMIT,
@@ -49,9 +50,9 @@ from zodex_gateway.observer.views import (
     invocation_summary,
     iso_utc,
 )
+from zodex_gateway.redaction import SECRETS, SecretRegistry
 from zodex_gateway.web import guard
 from zodex_protocol.errors import ProtocolError
-from zodex_system.terminal_text import TerminalCleaner
 
 log = logging.getLogger("zodex.gateway")
 
@@ -116,8 +117,10 @@ class ObserverApi:
         hub: EventHub | None,
         on_alias: Callable[[AgentRecord], None] | None,
         keepalive_s: float,
+        secrets: SecretRegistry,
     ) -> None:
         self._store = store
+        self._secrets = secrets
         self._runtime_id = runtime_id
         self._started_at = started_at
         self._hub = hub
@@ -165,6 +168,8 @@ class ObserverApi:
             alias = clean_alias(data["alias"])
         except ProtocolError as exc:
             raise ApiError(400, exc.message) from None
+        if alias is not None:
+            alias = self._secrets.redact(alias)  # as set_agent_alias stores it: viewers read it
         updated = self._store.set_alias(agent.agent_id, alias)
         if self._on_alias is not None:
             self._on_alias(updated)
@@ -208,13 +213,12 @@ class ObserverApi:
         if handle is None:
             raise ApiError(404, f"invocation {inv.id} has no session")
         text, _captured = self._store.output(handle)
+        process = self._store.process(handle)
+        ended = process is None or process["ended_at"] is not None
         if view == "display":
             # Offsets of a running session's display text can shift at its last line,
             # which a later carriage return may still overwrite.
-            cleaner = TerminalCleaner()
-            text = cleaner.feed(text) + cleaner.finish()
-        process = self._store.process(handle)
-        ended = process is None or process["ended_at"] is not None
+            text = shown_text(text, ended=ended, secrets=self._secrets)
         end = min(len(text), offset + limit)
         piece = text[offset:end]
         at_end = end >= len(text)
@@ -254,7 +258,9 @@ class ObserverApi:
         return JSONResponse(
             {
                 "schema_version": API_SCHEMA_VERSION,
-                "records": [timeline.to_json(self._store, r, diffs=diffs) for r in records],
+                "records": [
+                    timeline.to_json(self._store, r, diffs=diffs, secrets=self._secrets) for r in records
+                ],
                 "next_cursor": next_cursor,
             }
         )
@@ -265,7 +271,9 @@ class ObserverApi:
         record = self._timeline.record(presentation_id)
         if record is None:
             raise ApiError(404, f"no timeline record {presentation_id}")
-        return JSONResponse(timeline.to_json(self._store, record, diffs=diffs == "full"))
+        return JSONResponse(
+            timeline.to_json(self._store, record, diffs=diffs == "full", secrets=self._secrets)
+        )
 
     async def events(self, request: Request) -> Response:
         if self._hub is None:
@@ -351,10 +359,12 @@ def create_observer_app(
     hub: EventHub | None = None,
     on_alias: Callable[[AgentRecord], None] | None = None,
     keepalive_s: float = KEEPALIVE_S,
+    secrets: SecretRegistry = SECRETS,
 ) -> Starlette:
     """The observer API over ``store``; see the module docstring. ``bearer_token`` is the
     secret, or a function returning the current one (see :func:`file_bearer`); ``hub``
-    serves ``/v1/events``; ``on_alias`` hears every alias set through the API."""
+    serves ``/v1/events``; ``on_alias`` hears every alias set through the API; ``secrets``
+    are redacted from the aliases it stores and from the cleaned views it builds."""
     if isinstance(bearer_token, str):
         if not bearer_token:
             raise ValueError("the observer needs a bearer token")
@@ -369,6 +379,7 @@ def create_observer_app(
         hub=hub,
         on_alias=on_alias,
         keepalive_s=keepalive_s,
+        secrets=secrets,
     )
     routes = [
         Route("/v1/status", api.status, methods=["GET"]),

@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from zodex_gateway.history import AgentRecord, HistoryStore, HistoryUnavailable
+from zodex_gateway.observer.display import DisplayStream
 from zodex_gateway.observer.hub import EventHub
 from zodex_gateway.observer.timeline import TimelineReader, to_json
 from zodex_gateway.observer.views import agent_entry, invocation_summary
+from zodex_gateway.redaction import SECRETS, SecretRegistry
 from zodex_protocol.events import OutputEvent, ProcessEnded, ProcessStarted, WorkerEvent
-from zodex_system.terminal_text import TerminalCleaner
 
 log = logging.getLogger("zodex.gateway")
 
@@ -31,12 +32,13 @@ _SESSIONS_KEPT: Final = 1024
 
 
 class ObserverFeed:
-    def __init__(self, store: HistoryStore, hub: EventHub) -> None:
+    def __init__(self, store: HistoryStore, hub: EventHub, secrets: SecretRegistry = SECRETS) -> None:
         self._store = store
         self._hub = hub
+        self._secrets = secrets
         self._timeline = TimelineReader(store)
         self._sessions: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
-        self._cleaners: dict[str, TerminalCleaner] = {}
+        self._displays: dict[str, DisplayStream] = {}
         self._agents_sent: dict[str, dict[str, Any]] = {}
 
     # -- from the tool handlers ------------------------------------------------------------
@@ -73,7 +75,7 @@ class ObserverFeed:
             self._hub.skip()
             # A later viewer starts from what it reads then: each output stream afresh,
             # and no agent change withheld as "already sent".
-            self._cleaners.clear()
+            self._displays.clear()
             self._agents_sent.clear()
             return
         # A viewer's feed must never fail a tool call or stop the history capture.
@@ -117,7 +119,7 @@ class ObserverFeed:
         if record is not None:
             self._hub.publish(
                 "presentation_updated",
-                to_json(self._store, record, diffs=True),
+                to_json(self._store, record, diffs=True, secrets=self._secrets),
                 agent_id=record.first.agent_id,
                 presentation_id=presentation_id,
             )
@@ -150,8 +152,10 @@ class ObserverFeed:
             if not text:
                 continue  # all of it held back by the redactor for now
             agent_id, presentation_id = self._session(handle)
-            cleaner = self._cleaners.setdefault(handle, TerminalCleaner())
-            payload = {"session_handle": handle, "seq": seq, "text": text, "display_text": cleaner.feed(text)}
+            display = self._displays.get(handle)
+            if display is None:
+                display = self._displays[handle] = DisplayStream(self._secrets)
+            payload = {"session_handle": handle, "seq": seq, "text": text, "display_text": display.feed(text)}
             self._hub.publish("output", payload, agent_id=agent_id, presentation_id=presentation_id)
 
     def _process_started(self, event: ProcessStarted) -> None:
@@ -173,8 +177,8 @@ class ObserverFeed:
     def _process_ended(self, event: ProcessEnded) -> None:
         handle = event.session
         agent_id, presentation_id = self._session(handle)
-        cleaner = self._cleaners.pop(handle, None)
-        rest = cleaner.finish() if cleaner is not None else ""
+        display = self._displays.pop(handle, None)
+        rest = display.finish() if display is not None else ""
         if rest:
             payload = {"session_handle": handle, "seq": None, "text": "", "display_text": rest}
             self._hub.publish("output", payload, agent_id=agent_id, presentation_id=presentation_id)

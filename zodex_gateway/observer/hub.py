@@ -3,7 +3,9 @@
 Publishing never waits. Each subscriber has its own bounded queue; one that falls behind
 loses its queue and gets a single ``gap`` event instead, telling it to recover from the
 timeline, so a slow or stuck viewer never stalls a tool call, a worker, or other viewers.
-A ring of recent events lets a reconnecting viewer resume after ``Last-Event-ID``.
+A ring of recent events lets a reconnecting viewer resume after ``Last-Event-ID``. Both the
+ring and each queue are bounded in events and in bytes, so a flood of output watched by a
+viewer holds a few tens of megabytes at most.
 
 Everything here runs on the gateway's event loop.
 """
@@ -22,6 +24,10 @@ from zodex_gateway.history import NO_AGENT, agent_matches
 
 SUBSCRIBER_QUEUE: Final = 2048
 RING_SIZE: Final = 4096
+# Bytes of frames kept, besides the counts: an output event carries up to a batch of output
+# twice (text and display_text), so 4096 of them could hold gigabytes while a command floods.
+SUBSCRIBER_QUEUE_BYTES: Final = 16 * 1024 * 1024
+RING_BYTES: Final = 16 * 1024 * 1024
 KEEPALIVE_S: Final = 15.0
 # A viewer that recovers from a gap asks for records changed since a little before the
 # first event it missed: updates land in history a moment before they are published.
@@ -109,6 +115,7 @@ class EventFilter:
 class Subscription:
     filter: EventFilter
     _queue: deque[HubEvent] = field(default_factory=deque)
+    _queued_bytes: int = 0
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
     _missed_from: int | None = None  # first sequence dropped since the last delivered gap
     _missed_since_ms: int = 0  # when that event was emitted (0: unknown, recover everything)
@@ -117,15 +124,22 @@ class Subscription:
     def offer(self, event: HubEvent) -> None:
         if not self.filter.wants(event):
             return
-        if len(self._queue) >= SUBSCRIBER_QUEUE:
+        full = len(self._queue) >= SUBSCRIBER_QUEUE
+        if self._queue and (full or self._queued_bytes + len(event.frame) > SUBSCRIBER_QUEUE_BYTES):
             # Drop what it has not read; the gap (delivered first) covers it, and newer
             # events queue after the gap as usual.
             if self._missed_from is None:
                 self._missed_from = self._queue[0].sequence
                 self._missed_since_ms = self._queue[0].emitted_at_ms
             self._queue.clear()
+            self._queued_bytes = 0
         self._queue.append(event)
+        self._queued_bytes += len(event.frame)
         self._ready.set()
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
 
     def mark_missed(self, first_missed: int) -> None:
         """Events before this subscription started were lost to it (a resume from further
@@ -153,6 +167,7 @@ class Subscription:
             self._missed_from = None
         events.extend(self._queue)
         self._queue.clear()
+        self._queued_bytes = 0
         return events
 
     def _gap_event(self, first_missed: int) -> HubEvent:
@@ -172,13 +187,19 @@ class Subscription:
 class EventHub:
     def __init__(self) -> None:
         self._sequence = 0
-        self._ring: deque[HubEvent] = deque(maxlen=RING_SIZE)
+        self._ring: deque[HubEvent] = deque()
+        self._ring_bytes = 0
         self._subscribers: set[Subscription] = set()
 
     @property
     def sequence(self) -> int:
         """The sequence of the newest event published so far."""
         return self._sequence
+
+    @property
+    def ring_bytes(self) -> int:
+        """Bytes of the frames the ring holds for resuming viewers."""
+        return self._ring_bytes
 
     @property
     def has_subscribers(self) -> bool:
@@ -204,6 +225,9 @@ class EventHub:
         self._sequence += 1
         event = HubEvent.make(self._sequence, event_type, agent_id, presentation_id, payload)
         self._ring.append(event)
+        self._ring_bytes += len(event.frame)
+        while len(self._ring) > RING_SIZE or (self._ring_bytes > RING_BYTES and len(self._ring) > 1):
+            self._ring_bytes -= len(self._ring.popleft().frame)
         for subscription in self._subscribers:
             subscription.offer(event)
         return event
@@ -213,12 +237,17 @@ class EventHub:
         a number for it and forget the ring, so a resume from before it gets a gap."""
         self._sequence += 1
         self._ring.clear()
+        self._ring_bytes = 0
 
     def subscribe(self, event_filter: EventFilter, *, after: int | None = None) -> Subscription:
         """A new subscription; with ``after`` (a ``Last-Event-ID``), the events since it
         are queued first when the ring still holds them, else the stream starts with a gap."""
         subscription = Subscription(event_filter)
-        if after is not None and after < self._sequence:
+        if after is not None and after > self._sequence:
+            # A number this hub never gave: a viewer of the runtime before a restart. It
+            # missed everything published since, and what changed in between.
+            subscription.mark_missed(1)
+        elif after is not None and after < self._sequence:
             oldest = self._ring[0].sequence if self._ring else self._sequence + 1
             if after + 1 < oldest:
                 subscription.mark_missed(after + 1)

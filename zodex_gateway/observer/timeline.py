@@ -17,8 +17,9 @@ from typing import Any, Final
 
 from zodex_gateway.history import ERROR, OK, PENDING, HistoryStore, Invocation, agent_matches
 from zodex_gateway.history.render import summary
+from zodex_gateway.observer.display import shown_text
 from zodex_gateway.observer.views import file_entry, is_running, iso_utc
-from zodex_system.terminal_text import TerminalCleaner
+from zodex_gateway.redaction import SECRETS, SecretRegistry
 
 OUTPUT_TAIL_CHARS: Final = 4000
 # Raw characters cleaned to find the tail: escapes and overwritten lines shrink the text.
@@ -223,7 +224,9 @@ class TimelineReader:
         return None
 
 
-def to_json(store: HistoryStore, record: Presentation, *, diffs: bool) -> dict[str, Any]:
+def to_json(
+    store: HistoryStore, record: Presentation, *, diffs: bool, secrets: SecretRegistry = SECRETS
+) -> dict[str, Any]:
     inv = record.first
     entry: dict[str, Any] = {
         "presentation_id": record.presentation_id,
@@ -236,7 +239,7 @@ def to_json(store: HistoryStore, record: Presentation, *, diffs: bool) -> dict[s
     }
     updated_at = record.updated_at
     if record.kind == "command":
-        fields, ended_at = _command_fields(store, record)
+        fields, ended_at = _command_fields(store, record, secrets)
         entry.update(fields)
         updated_at = max(updated_at, ended_at or 0.0)
     else:
@@ -254,7 +257,9 @@ def to_json(store: HistoryStore, record: Presentation, *, diffs: bool) -> dict[s
     return entry
 
 
-def _command_fields(store: HistoryStore, record: Presentation) -> tuple[dict[str, Any], float | None]:
+def _command_fields(
+    store: HistoryStore, record: Presentation, secrets: SecretRegistry
+) -> tuple[dict[str, Any], float | None]:
     inv = record.first
     latest = record.latest or inv
     result = latest.result if isinstance(latest.result, dict) else {}
@@ -274,7 +279,7 @@ def _command_fields(store: HistoryStore, record: Presentation) -> tuple[dict[str
     if ended and process and process["started_at"] is not None:
         duration_ms = round((process["ended_at"] - process["started_at"]) * 1000)
     cwd = result.get("cwd") or (process and process["cwd"]) or inv.real_workdir or inv.declared_workdir
-    tail, truncated = output_tail(store, record.target, result)
+    tail, truncated = output_tail(store, record.target, result, ended=status != "running", secrets=secrets)
     fields = {
         "command": _text(inv.args.get("cmd")),
         "status": status,
@@ -290,9 +295,16 @@ def _command_fields(store: HistoryStore, record: Presentation) -> tuple[dict[str
     return fields, process["ended_at"] if ended and process else None
 
 
-def output_tail(store: HistoryStore, handle: str | None, result: dict[str, Any]) -> tuple[str, bool]:
-    """The last cleaned characters of a command's output (≤ OUTPUT_TAIL_CHARS), and
-    whether older output was left out."""
+def output_tail(
+    store: HistoryStore,
+    handle: str | None,
+    result: dict[str, Any],
+    *,
+    ended: bool,
+    secrets: SecretRegistry = SECRETS,
+) -> tuple[str, bool]:
+    """The last cleaned, redacted characters of a command's output (≤ OUTPUT_TAIL_CHARS),
+    and whether older output was left out."""
     if handle:
         raw, older = store.output_tail(handle, _RAW_TAIL_CHARS)
     else:
@@ -303,8 +315,7 @@ def output_tail(store: HistoryStore, handle: str | None, result: dict[str, Any])
         # Start at a line boundary, so no escape sequence is entered halfway.
         newline = raw.find("\n")
         raw = raw[newline + 1 :] if newline >= 0 else raw
-    cleaner = TerminalCleaner()
-    text = cleaner.feed(raw) + cleaner.finish()
+    text = shown_text(raw, ended=ended, secrets=secrets)
     if len(text) > OUTPUT_TAIL_CHARS:
         return text[-OUTPUT_TAIL_CHARS:], True
     return text, cut

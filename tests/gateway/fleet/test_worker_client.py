@@ -176,3 +176,35 @@ async def test_replies_that_do_not_verify_or_match_are_ignored() -> None:
         for leftover in root.iterdir():
             leftover.unlink()
         root.rmdir()
+
+
+async def test_retire_stops_only_an_idle_worker(worker: WorkerProcess, tmp_path: Path) -> None:
+    retire = {"stopping": False}
+    async with connected(worker.record, worker.key) as (client, _exited):
+        running = await client.request(
+            messages.EXEC, {"cmd": "sleep 60", "workdir": worker.workdir, "yield_time_ms": 50}, 20
+        )
+        assert await client.request(messages.RETIRE, {}, timeout=10) == retire, "a command runs"
+        await client.request(
+            messages.WRITE, {"session_handle": running["session_handle"], "chars": "\x03"}, 20
+        )
+        # The command ended but left a job behind: stopping would kill it.
+        marker = tmp_path / "job.pid"
+        left = await client.request(
+            messages.EXEC,
+            {
+                "cmd": f"trap '' HUP; sleep 60 >/dev/null 2>&1 & echo $! > {marker}",
+                "workdir": worker.workdir,
+                "yield_time_ms": 2000,
+            },
+            20,
+        )
+        assert left["status"] == "exited" and left["background_processes"] == 1, left
+        job = int(marker.read_text())
+        assert await client.request(messages.RETIRE, {}, timeout=10) == retire, "a left-behind job runs"
+        assert worker.process.poll() is None
+        os.kill(job, signal.SIGKILL)
+        await wait_for(lambda: not proctree.is_alive(job, None), what="the job to end")
+        assert await client.request(messages.RETIRE, {}, timeout=10) == {"stopping": True}
+    assert worker.wait_exit() == 0
+    assert worker.layout.exit_file(worker.worker_id, worker.incarnation).is_file()

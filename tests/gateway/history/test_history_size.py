@@ -3,6 +3,7 @@ database plus WAL) kept as history is written, scaled down to a few megabytes.""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
@@ -14,6 +15,7 @@ from tests.gateway.history.history_support import Clock, count_rows, exec_call, 
 from tests.support.waiting import wait_until
 from zodex_gateway.history import DB_NAME, HISTORY_SCHEMA, HistoryStore, storage
 from zodex_gateway.history.output_cap import marker
+from zodex_gateway.history.records import OUTPUT_TRIMMED
 from zodex_gateway.history.schema import _MIGRATIONS
 
 KIB = 1024
@@ -186,6 +188,54 @@ def test_newest_and_pending_calls_are_kept_over_the_limit(history_dir: Path, clo
         wait_until(lambda: len(store.invocations()) == 2, what="the completed older call to go")
         assert [inv.id for inv in store.invocations()] == [pending, newest]
         assert store.apply_retention(max_age_s=10**6, max_bytes=1) == 0
+
+
+def test_a_running_command_whose_calls_were_trimmed_keeps_the_limit(
+    history_dir: Path, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    limit = 3 * MIB
+    running = {"status": "running", "output": "", "session_handle": "hrun"}
+    with HistoryStore(history_dir, clock=clock, max_bytes=limit, output_cap_bytes=16 * MIB) as store:
+        exec_call(store, agent_id="aaaa", cmd="yes", handle="hrun", result=running)
+        store.process_started("hrun", pid=1, cmd="yes", cwd="/w", started_at=clock.now)
+        # The command floods while the model goes on with other calls: its exec call is
+        # soon the oldest, and trimmed, while the command still prints.
+        for n in range(16):
+            clock.advance(1)
+            exec_call(store, agent_id="aaaa", cmd=f"echo {n}")
+            feed(store, "hrun", numbered_stream(1 * MIB), piece=16 * KIB, batch=16)
+            assert store.disk_bytes() <= limit + BATCH, n
+        assert store.process("hrun") is not None, "a running command keeps its row"
+        assert (store.process("hrun") or {})["output_incomplete_reason"] == OUTPUT_TRIMMED
+        assert store.stored_bytes() <= limit
+        # A later poll refers to the session again: its output is stored again.
+        poll = store.begin(
+            agent_id="aaaa", tool_name="write_stdin", args={}, declared_workdir=None, real_workdir=None,
+            session_handle="hrun",
+        )  # fmt: skip
+        store.complete(poll, ok=True, result=running)
+        store.append_output([("hrun", "after the poll\n")])
+        assert store.output("hrun") == ("after the poll\n", False)
+        store.process_ended("hrun", exit_code=0, signal=None, reason="exit", ended_at=clock.now)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_the_warning_over_the_limit_is_logged_once(
+    history_dir: Path, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    with HistoryStore(history_dir, clock=clock, max_bytes=1 * MIB, output_cap_bytes=16 * MIB) as store:
+        # A pending call's command prints past the limit: it is kept, and so is the excess.
+        pending = store.begin(
+            agent_id="aaaa", tool_name="exec_command", args={}, declared_workdir=None, real_workdir=None
+        )
+        store.process_started("hbig", pid=1, cmd="yes", cwd="/w", started_at=clock.now, invocation_id=pending)
+        for n in range(20):
+            clock.advance(1)
+            exec_call(store, agent_id="aaaa", cmd=f"echo {n}")
+            feed(store, "hbig", numbered_stream(256 * KIB), piece=16 * KIB, batch=16)
+        store.apply_retention(max_age_s=10**6, max_bytes=1 * MIB)
+    over = [r for r in caplog.records if "holds only its newest and pending calls" in r.getMessage()]
+    assert len(over) == 1, [r.getMessage() for r in over]
 
 
 # -- an older history -------------------------------------------------------------------

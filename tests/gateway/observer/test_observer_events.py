@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,13 @@ from tests.gateway.observer.observer_support import BASE_URL, BEARER, RUNTIME_ID
 from tests.support.sse import SseStream, sse
 from zodex_gateway.history import HistoryStore
 from zodex_gateway.observer import create_observer_app
-from zodex_gateway.observer.hub import SUBSCRIBER_QUEUE, EventFilter, EventHub
+from zodex_gateway.observer.hub import (
+    RING_BYTES,
+    SUBSCRIBER_QUEUE,
+    SUBSCRIBER_QUEUE_BYTES,
+    EventFilter,
+    EventHub,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -123,6 +130,24 @@ async def test_last_event_id_resumes_or_starts_with_a_gap(store: HistoryStore) -
         assert gap["event_type"] == "gap" and gap["payload"]["first_missed_sequence"] == 6
         assert "recovery_since_ms" in gap["payload"]
         assert after["sequence"] == 7
+
+
+@pytest.mark.parametrize("published", [0, 3])
+async def test_a_last_event_id_from_before_a_restart_starts_with_a_gap(
+    store: HistoryStore, published: int
+) -> None:
+    hub = EventHub()  # a new runtime's hub: its numbers start again from 1
+    async with serving(store, hub) as url:
+        for n in range(published):
+            hub.publish("agent_updated", {"n": n}, agent_id="aaaa")
+        async with sse(url, BEARER, headers={"Last-Event-ID": "50"}) as stream:
+            gap = await stream.until(lambda e: True)
+            hub.publish("agent_updated", {"n": "new"}, agent_id="aaaa")
+            after = await stream.until(lambda e: True)
+        assert gap["event_type"] == "gap"
+        assert gap["payload"]["first_missed_sequence"] == 1, "everything this runtime published was missed"
+        assert gap["payload"]["recovery_since_ms"] == 0, "since when is unknown: recover everything"
+        assert after["sequence"] == published + 1 and after["payload"] == {"n": "new"}
 
 
 async def test_bad_event_parameters_are_400(store: HistoryStore) -> None:
@@ -286,3 +311,28 @@ def test_a_rotated_bearer_file_takes_effect_at_once(tmp_path: Path) -> None:
             path.unlink()
             assert client.get("/v1/status", headers={"Authorization": f"Bearer {new}"}).status_code == 401
             assert client.get("/v1/status", headers={"Authorization": "Bearer "}).status_code == 401
+
+
+def test_a_flood_of_output_with_a_viewer_holds_a_bounded_amount_of_memory() -> None:
+    hub = EventHub()
+    viewer = hub.subscribe(EventFilter())  # subscribed, reading nothing
+    piece = 256 * 1024
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(200):  # 50 MiB of output, as the capture's batches bring it
+            text = f"{n:08d}" + "x" * (piece - 8)
+            hub.publish("output", {"session_handle": "h", "seq": n, "text": text, "display_text": text[::-1]})
+            del text
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert hub.ring_bytes <= RING_BYTES and viewer.queued_bytes <= SUBSCRIBER_QUEUE_BYTES
+    # What the ring and the queue hold (the same events, frames and payloads), with room.
+    assert held <= 3 * max(RING_BYTES, SUBSCRIBER_QUEUE_BYTES), f"{held / 2**20:.0f} MiB held"
+    events = asyncio.run(viewer.next_events(0.01))
+    assert events is not None and events[0].event_type == "gap"
+    assert [e.sequence for e in events[1:]] == list(range(events[1].sequence, 201)), (
+        "the newest events, in order"
+    )
+    assert len(events) - 1 < 200
