@@ -6,9 +6,11 @@ tests/fleet (root)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client
@@ -109,3 +111,54 @@ async def test_every_tool_gives_a_result(tmp_path: Path, transport: str, mode: s
         else:
             assert not named.is_error, named.content[0].text
             assert named.structured_content["alias"] == "revision matrix"
+
+
+def test_the_http_status_of_each_kind_of_answer() -> None:
+    """docs/modes.md#mcp-endpoint: a tool error is 200; a JSON-RPC error has the SDK's status
+    (404 for an unknown method, 400 for an unsupported revision or a body that is not JSON)."""
+    import httpx
+
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    with gateway_env() as env:
+        gateway = start_http_gateway(env)
+        try:
+            headers = {"X-Zodex-Local-Token": gateway.token, "Accept": "application/json, text/event-stream"}
+            with httpx.Client(headers=headers, timeout=30) as http:
+
+                def post(body: Any, **extra: str) -> httpx.Response:
+                    return http.post(
+                        gateway.url,
+                        content=json.dumps(body),
+                        headers={"Content-Type": "application/json", **extra},
+                    )
+
+                call = {
+                    "name": "exec_command",
+                    "arguments": {"cmd": "true", "workdir": "relative"},
+                    "_meta": meta,
+                }
+                modern = {
+                    "MCP-Protocol-Version": "2026-07-28",
+                    "Mcp-Method": "tools/call",
+                    "Mcp-Name": "exec_command",
+                }
+                tool_error = post(
+                    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}, **modern
+                )
+                assert tool_error.status_code == 200 and tool_error.json()["result"]["isError"] is True
+                unknown = post({"jsonrpc": "2.0", "id": 2, "method": "zodex/nothing", "params": {"_meta": meta}},
+                               **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "zodex/nothing"})  # fmt: skip
+                assert unknown.status_code == 404 and unknown.json()["error"]["code"] == -32601
+                future = {**meta, "io.modelcontextprotocol/protocolVersion": "2027-01-01"}
+                unsupported = post({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": future}},
+                                   **{"MCP-Protocol-Version": "2027-01-01", "Mcp-Method": "tools/list"})  # fmt: skip
+                assert unsupported.status_code == 400 and unsupported.json()["error"]["code"] == -32022
+                not_json = http.post(
+                    gateway.url, content=b"{nope", headers={"Content-Type": "application/json"}
+                )
+                assert not_json.status_code == 400 and not_json.json()["error"]["code"] == -32700
+        finally:
+            gateway.stop()

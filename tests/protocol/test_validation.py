@@ -129,3 +129,16 @@ def test_patch_checks_workdir_before_the_patch(places: dict[str, str]) -> None:
         "patch is too long (9 characters; the limit is 8)"
     )
     assert check_patch_args({"patch": "", "workdir": places["link"]}, LIMITS) == places["real"]
+
+
+def test_the_workdir_is_checked_before_the_commands_nul() -> None:
+    """docs/tools.md#exec_command: types, the workdir, then cmd empty, cmd NUL, length."""
+    with pytest.raises(ProtocolError) as refused:
+        check_exec_args({"cmd": "echo a\x00b", "workdir": "relative"}, Limits())
+    assert refused.value.message == "workdir must be an absolute path: relative"
+    with pytest.raises(ProtocolError) as refused:
+        check_exec_args({"cmd": "echo a\x00b", "workdir": "/"}, Limits())
+    assert refused.value.message == "cmd must not contain a NUL character"
+    with pytest.raises(ProtocolError) as refused:
+        check_exec_args({"cmd": " ", "workdir": "/no/such/dir"}, Limits())
+    assert refused.value.message == "workdir does not exist: /no/such/dir"
