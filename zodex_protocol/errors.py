@@ -31,6 +31,9 @@ class ErrorCode(IntEnum):
     WORKER_UNAVAILABLE = 206  # no worker could be started for this workdir
 
 
+# A stop has begun: the one message of ErrorCode.STOPPING for a new call, gateway or worker.
+STOPPING_MESSAGE = "runtime is stopping; new tool calls are not accepted"
+
 TOOL_LEVEL_CODES = frozenset(code for code in ErrorCode if 200 <= code < 300)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from zodex_protocol import tombstones
-from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.errors import STOPPING_MESSAGE, ErrorCode, ProtocolError
 from zodex_protocol.events import ProcessStarted
 from zodex_protocol.handles import SessionHandle
 from zodex_protocol.limits import Limits
@@ -164,7 +164,7 @@ class WorkerService:
 
     def _refuse_if_stopping(self) -> None:
         if self.stopping:
-            raise ProtocolError(ErrorCode.STOPPING, "runtime is stopping; new tool calls are not accepted")
+            raise ProtocolError(ErrorCode.STOPPING, STOPPING_MESSAGE)
 
     def _running_leaders(self) -> set[int]:
         return {s.pid for s in self.table.live.values() if s.running}

@@ -27,7 +27,7 @@ from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.worker_client import WorkerClient
 from zodex_protocol import messages, tombstones
 from zodex_protocol.envelope import WireCodec
-from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.errors import STOPPING_MESSAGE, ErrorCode, ProtocolError
 from zodex_protocol.handles import MAX_INCARNATION, SessionHandle, worker_id_for
 from zodex_protocol.layout import WorkerRecord
 from zodex_protocol.replies import SessionResult
@@ -98,7 +98,7 @@ class Supervisor:
 
     async def worker_for(self, real_path: str) -> WorkerClient:
         if self.stopping:
-            raise ProtocolError(ErrorCode.STOPPING, "runtime is stopping; new tool calls are not accepted")
+            raise ProtocolError(ErrorCode.STOPPING, STOPPING_MESSAGE)
         self._check_runtime_dir()
         worker_id = worker_id_for(real_path)
         self._idle_cap.touch(worker_id)
@@ -341,7 +341,7 @@ class Supervisor:
         its clean-exit file; anything else is unknown, naming no directory
         (docs/sessions.md#handles)."""
         if self.stopping:
-            raise ProtocolError(ErrorCode.STOPPING, "runtime is stopping; new tool calls are not accepted")
+            raise ProtocolError(ErrorCode.STOPPING, STOPPING_MESSAGE)
         self._check_runtime_dir()
         unknown = ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {text}")
         handle = SessionHandle.parse(text)

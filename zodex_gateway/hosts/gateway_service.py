@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import zmq.asyncio
 
 from zodex_gateway.agents.session_ids import SessionIds
+from zodex_gateway.config.package_version import zodex_version
 from zodex_gateway.config.units import ConfigError
 from zodex_gateway.fleet.remote import RemoteDispatcher
 from zodex_gateway.hosts import keys
@@ -27,7 +28,6 @@ from zodex_gateway.hosts.settings import GatewaySettings, HostEntry
 from zodex_gateway.mcp.http_guard import GuardedMcpApp
 from zodex_gateway.mcp.server import ToolHandlers
 from zodex_gateway.sprite.auth import SpriteFront
-from zodex_gateway.sprite.service import service_version
 from zodex_gateway.web.server import Listeners, listen
 
 log = logging.getLogger("zodex.gateway")
@@ -101,9 +101,9 @@ async def _serve(
             session_ids=session_ids,
         )
         key_source = McpKeySource(host.entry.mcp_key, host.mcp_key)
-        fronts[host.entry.name] = SpriteFront(mcp, key_source, allowed_hosts=(), version=service_version())
+        fronts[host.entry.name] = SpriteFront(mcp, key_source, allowed_hosts=(), version=zodex_version())
     listeners = Listeners(limits, lifespan="on", graceful_s=2)
-    listeners.add(FleetFront(fronts, version=service_version()), sock)
+    listeners.add(FleetFront(fronts, version=zodex_version()), sock)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, listeners.stop)

@@ -19,6 +19,7 @@ from mcp.server.lowlevel import Server
 
 from zodex_gateway.agents.alias import clean_alias
 from zodex_gateway.agents.identity import KnownAgents, identity_key
+from zodex_gateway.config.package_version import zodex_version
 from zodex_gateway.context import ContextProvider, attach
 from zodex_gateway.fleet.dispatcher import Dispatcher
 from zodex_gateway.history import AgentRecord, FileChange, HistoryStore, HistoryUnavailable
@@ -375,7 +376,7 @@ def server_for(handlers: ToolHandlers, *, start_directory: str | None = None) ->
     mode = handlers.mode
     return Server(
         SERVER_NAME,
-        version=_version(),
+        version=zodex_version(),
         instructions=sprite_instructions(start_directory)
         if mode == "sprite"
         else instructions(start_directory),
@@ -383,12 +384,3 @@ def server_for(handlers: ToolHandlers, *, start_directory: str | None = None) ->
         on_list_tools=handlers.list_tools,
         on_call_tool=handlers.call_tool,
     )
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("zodex")
-    except PackageNotFoundError:
-        return "0"

@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from zodex_gateway.config.package_version import zodex_version
 from zodex_gateway.fleet.dispatcher import ZmqDispatcher
 from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.runtime_dirs import hold_lock, write_owner_file
@@ -366,7 +367,7 @@ def _transport(
             start_directory=str(settings.workspace),
             max_body=limits.max_body,
         )
-        front = SpriteFront(mcp, keys, allowed_hosts=settings.allowed_hosts, version=service_version())
+        front = SpriteFront(mcp, keys, allowed_hosts=settings.allowed_hosts, version=zodex_version())
         listeners.add(front, prepared.sock, prepared.tls)
         stop.add_graceful_exit(listeners.stop)
         write_status(settings, prepared)
@@ -375,21 +376,12 @@ def _transport(
     return serve
 
 
-def service_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("zodex")
-    except PackageNotFoundError:
-        return "0"
-
-
 def write_status(settings: SpriteSettings, prepared: Prepared) -> None:
     """What ``zodex sprite status`` reads (docs/sprite.md#the-service)."""
     status = {
         "pid": os.getpid(),
         "port": prepared.sock.getsockname()[1],
-        "version": service_version(),
+        "version": zodex_version(),
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "agent_user": prepared.agent.name,
         "public_url": settings.base_url(),

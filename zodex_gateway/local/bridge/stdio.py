@@ -16,6 +16,7 @@ import sys
 import threading
 from typing import Any, BinaryIO
 
+from zodex_gateway.config.package_version import zodex_version
 from zodex_gateway.local.bridge import forward
 from zodex_gateway.local.bridge.revisions import (
     INTERNAL_ERROR,
@@ -187,7 +188,7 @@ class Bridge:
         if self._own is None:
             from zodex_gateway.mcp.instructions import SERVER_NAME
 
-            self._own = OwnAnswers({"name": SERVER_NAME, "version": _version()}, _configured_tools)
+            self._own = OwnAnswers({"name": SERVER_NAME, "version": zodex_version()}, _configured_tools)
         return self._own
 
 
@@ -205,15 +206,6 @@ def _configured_tools() -> list[dict[str, Any]]:
     except ConfigError as exc:
         raise ConfigUnreadable(str(exc)) from None
     return tools.catalog(config.limits(), read_only_hint=config.flag("mcp.read-only-hint"))
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("zodex")
-    except PackageNotFoundError:
-        return "0"
 
 
 def _unparsable(line: bytes) -> Json:
