@@ -24,7 +24,7 @@ from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle
-from zodex_protocol.limits import Limits
+from zodex_protocol.limits import Limits, max_message_bytes
 from zodex_protocol.validation import check_write_args
 
 log = logging.getLogger("zodex.host")
@@ -36,14 +36,6 @@ HEARTBEAT_TIMEOUT_MS = 1500
 # A peer must finish the CURVE handshake this soon, or it is dropped: one that connects and
 # sends nothing, or trickles its greeting, holds no connection for long.
 HANDSHAKE_IVL_MS = 5000
-
-
-def max_message_bytes(limits: Limits) -> int:
-    """The largest message the host reads: its largest argument in UTF-8's worst case, plus
-    room for the envelope and the other arguments. ZeroMQ enforces it on every frame, those
-    of a peer that has not authenticated yet included (it would otherwise buffer whatever
-    size a frame claims)."""
-    return 4 * max(limits.max_patch_chars, limits.max_cmd_chars, limits.max_chars_chars) + 1024**2
 
 
 def host_lost_message(handle: str, host: str) -> str:

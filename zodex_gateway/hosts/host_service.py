@@ -25,7 +25,7 @@ from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.runtime_dirs import hold_lock, write_owner_file
 from zodex_gateway.fleet.supervisor import Supervisor
 from zodex_gateway.hosts import keys
-from zodex_gateway.hosts.host_server import HostServer, IncarnationCheck, max_message_bytes
+from zodex_gateway.hosts.host_server import HostServer, IncarnationCheck
 from zodex_gateway.hosts.incarnations import start_incarnation
 from zodex_gateway.hosts.settings import HostSettings
 from zodex_gateway.serve.transports import Serve, StopSignal, serve_until_stopped
@@ -45,6 +45,7 @@ from zodex_gateway.sprite.service import (
     worker_python,
 )
 from zodex_protocol.layout import RuntimeLayout
+from zodex_protocol.limits import max_message_bytes
 
 log = logging.getLogger("zodex.host")
 
@@ -125,9 +126,12 @@ def prepare(settings: HostSettings) -> PreparedHost:
 
 
 def _setup_logging(settings: HostSettings) -> None:
+    # The host's name is a-z, 0-9 and -: nothing in it is a format directive.
     log_to(
+        settings.sprite,
         settings.log_file,
-        logging.Formatter(f"%(asctime)s host {settings.name} %(name)s %(levelname)s %(message)s"),
+        f"%(asctime)s host {settings.name} %(name)s %(levelname)s %(message)s",
+        None,
     )
 
 

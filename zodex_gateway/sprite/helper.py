@@ -24,6 +24,7 @@ service's call, so the agent's processes are always killed last.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -178,6 +179,13 @@ def _wait_gone(pids: list[int]) -> None:
         poller.close()
 
 
+def _spawn_failure(exc: OSError) -> str:
+    """Why a worker could not be started, in words (never ``[Errno 11]``)."""
+    if exc.errno == errno.EAGAIN:
+        return "the agent's account cannot start another process (its process limit is reached)"
+    return exc.strerror or str(exc)
+
+
 def checked_limits(raw: object) -> Limits:
     """The limits of a spawn request: known names, each a whole number from 0 to
     :data:`MAX_LIMIT`; ValueError otherwise."""
@@ -323,7 +331,7 @@ class Helper:
         except OSError as exc:
             for fd in (out_r, err_r):
                 os.close(fd)
-            raise ValueError(f"cannot start the worker: {exc}") from None
+            raise ValueError(f"cannot start the worker: {_spawn_failure(exc)}") from None
         finally:
             os.close(out_w)
             os.close(err_w)
