@@ -17,8 +17,8 @@ The worker writes the bytes of :func:`encode` as a private file (``0600``, atomi
 Sprite ``0640``, for the service reads it through the agent's group, and reads it as
 untrusted (no link followed, at most :data:`MAX_EXIT_FILE_BYTES`, every field checked).
 
-Finding one handle's tombstone never decodes the whole file: the top map's keys are read one
-by one (each a string of at most :data:`MAX_HANDLE_BYTES`), every other entry skipped without
+Finding one handle's tombstone never decodes the whole file: the top map (at most
+:data:`MAX_TOMBSTONES` entries) has its keys read one by one (each a string of at most :data:`MAX_HANDLE_BYTES`), every other entry skipped without
 building it, and only the wanted entry decoded, within :data:`ENTRY_VALUES` values
 (:mod:`zodex_protocol.bounded`). The gateway does it off its event loop.
 """
@@ -41,6 +41,9 @@ from zodex_protocol.replies import SessionResult
 # exit file is not read (it may be written by another account: Sprite's agent).
 MAX_EXIT_FILE_BYTES = 64 * 1024 * 1024
 MAX_HANDLE_BYTES = 64  # a handle is at most 32 characters of ASCII
+# An exit file holds at most this many tombstones, the latest to expire; a file with more
+# is not one (reading each handle costs the gateway a little time).
+MAX_TOMBSTONES = 65_536
 # A tombstone is one result body: a few maps and a few dozen fields.
 ENTRY_VALUES = 1024
 
@@ -57,10 +60,12 @@ def poll_result(final: SessionResult) -> SessionResult:
 
 
 def encode(stones: Mapping[str, Tombstone]) -> bytes:
-    """The bytes of an exit file holding ``stones`` (handle → tombstone)."""
+    """The bytes of an exit file holding ``stones`` (handle → tombstone), at most
+    :data:`MAX_TOMBSTONES` of them: those that expire last."""
+    kept = sorted(stones.items(), key=lambda item: item[1].expires_at, reverse=True)[:MAX_TOMBSTONES]
     body = {
         handle: {"final": stone.final.to_body(), "expires_at": float(stone.expires_at)}
-        for handle, stone in stones.items()
+        for handle, stone in kept
     }
     data: bytes = msgpack.packb(body, use_bin_type=True)
     return data
@@ -83,6 +88,8 @@ def _entries(data: bytes) -> Iterator[tuple[str, Callable[[], Tombstone], Callab
         count = unpacker.read_map_header()
     except Exception:  # msgpack raises several unrelated types on bad input
         raise ValueError("not a tombstone file: expected a map of handles") from None
+    if count > MAX_TOMBSTONES:
+        raise ValueError(f"not a tombstone file: more than {MAX_TOMBSTONES} handles")
     for _ in range(count):
         try:
             handle = unpacker.unpack()
