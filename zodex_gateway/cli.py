@@ -247,7 +247,7 @@ def _update_config(change: Callable[[LocalConfig], None]) -> None:
 )
 @click.option("--follow", "-f", is_flag=True, help="Then print each new line as it is written; Ctrl-C stops.")
 def logs(lines: int, follow: bool) -> None:
-    """Print the end of the runtime's log (rotated at 2 MB, 3 kept): one line per tool call,
+    """Print the end of the runtime's log (rotated at log.max-size, log.keep kept): one line per tool call,
     worker start and end, and error (docs/modes.md#logs)."""
     from zodex_system.log_follow import echo_safely
 

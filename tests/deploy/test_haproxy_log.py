@@ -1,5 +1,5 @@
 """deploy/haproxy/haproxy.cfg as shipped never writes an MCP key to haproxy's log: the
-request line is logged as method, path and version (docs/deploy.md#keys-in-logs)."""
+request line is logged as method, path and version (docs/deploy.md#keys, "Keys in logs")."""
 
 from __future__ import annotations
 
