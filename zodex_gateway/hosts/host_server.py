@@ -19,7 +19,9 @@ import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
 from zodex_gateway.fleet.dispatcher import Dispatcher
+from zodex_gateway.hosts.pending_peers import PendingPeers
 from zodex_gateway.hosts.refusal_log import RefusalLog
+from zodex_gateway.hosts.settings import DEFAULT_MAX_PENDING
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
@@ -101,6 +103,7 @@ class HostServer:
         signing_key: bytes,
         gateway_keys: set[bytes],
         max_message: int = max_message_bytes(Limits()),
+        max_pending: int = DEFAULT_MAX_PENDING,
     ) -> None:
         self._dispatcher = dispatcher
         self._codec = WireCodec(signing_key)
@@ -120,6 +123,7 @@ class HostServer:
         self._socket.setsockopt(zmq.MAXMSGSIZE, max_message)
         self._socket.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_IVL_MS)
         self._socket.bind(endpoint)
+        self._pending = PendingPeers(self._socket, max_pending)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = asyncio.Event()
 
@@ -133,6 +137,7 @@ class HostServer:
     async def serve(self) -> None:
         receiving: asyncio.Future[list[bytes]] | None = None
         stopped = asyncio.ensure_future(self._stopped.wait())
+        self._pending.start()
         try:
             while True:
                 receiving = asyncio.ensure_future(self._socket.recv_multipart())
@@ -149,6 +154,7 @@ class HostServer:
                 receiving.cancel()
             if self._tasks:  # calls in flight end (the supervisor is stopping them) and reply
                 await asyncio.wait(set(self._tasks), timeout=3.0)
+            await self._pending.stop()
             self._socket.close(linger=0)
             self._auth.stop()
             self._context.term()

@@ -46,6 +46,7 @@ from zodex_gateway.sprite.service import (
 )
 from zodex_protocol.layout import RuntimeLayout
 from zodex_protocol.limits import max_message_bytes
+from zodex_system import descriptor_limit
 
 log = logging.getLogger("zodex.host")
 
@@ -81,6 +82,10 @@ def main(settings: HostSettings) -> int:
     try:
         drop_privileges(prepared.service, prepared.agent.gid)
         _setup_logging(settings)
+        # Every connection, authenticated or not, is a descriptor: the soft limit (1024
+        # under systemd) up to the hard one. The helper, forked before, keeps the usual
+        # limit for the workers and their commands.
+        descriptor_limit.raise_to_hard_limit()
         return _serve(settings, prepared, parent_end)
     finally:
         parent_end.close()
@@ -177,6 +182,7 @@ def _transport(settings: HostSettings, prepared: PreparedHost, launcher: HelperL
             signing_key=prepared.signing_key,
             gateway_keys=prepared.gateway_keys,
             max_message=max_message_bytes(supervisor.runtime.limits),
+            max_pending=settings.max_pending_connections,
         )
         stop.add_graceful_exit(server.stop)
         log.info(
