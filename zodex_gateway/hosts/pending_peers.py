@@ -83,6 +83,7 @@ class PendingPeers:
     """Watches ``router``'s monitor; at most ``cap`` connections short of a CURVE INITIATE."""
 
     def __init__(self, router: zmq.asyncio.Socket, cap: int) -> None:
+        self._router = router
         self.cap = cap
         self.dropped = 0
         self._unlogged = 0
@@ -99,6 +100,8 @@ class PendingPeers:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        with contextlib.suppress(zmq.ZMQError):
+            self._router.disable_monitor()
         self._monitor.close(linger=0)
         self._log(time.monotonic(), final=True)
 
