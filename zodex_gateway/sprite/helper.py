@@ -40,6 +40,7 @@ from typing import Any, Final, NoReturn
 from zodex_protocol.handles import MAX_INCARNATION, worker_id_for
 from zodex_protocol.limits import Limits
 from zodex_system import proctree
+from zodex_system.no_new_privs import forbid_new_privileges
 
 MAX_MESSAGE: Final = 64 * 1024
 MAX_ERROR_CHARS: Final = 1000  # an error reply always fits in a message
@@ -206,6 +207,16 @@ class Helper:
     def run(self) -> NoReturn:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
+        try:
+            # Before any worker: no command of the agent gains a privilege through a setuid
+            # program, with the unit's NoNewPrivileges or without it.
+            forbid_new_privileges()
+        except OSError as exc:
+            print(
+                f"zodex sprite helper: cannot set no_new_privs ({exc.strerror}); not starting",
+                file=sys.stderr,
+            )
+            os._exit(1)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)

@@ -139,3 +139,23 @@ async def test_an_empty_directory_planted_as_a_started_record_is_removed(sprite:
         ran = tool_json(await mcp.call_tool("exec_command", {"cmd": "echo ran", "workdir": str(workdir)}))
     assert ran["output"] == "ran\n"
     assert planted.is_file()
+
+
+async def test_no_command_gains_a_privilege_through_a_setuid_program(sprite: Sprite) -> None:
+    """The service here runs without systemd's NoNewPrivileges: the root helper sets
+    no_new_privs itself, so a setuid-root program runs with the agent's uid."""
+    setuid_id = sprite.base / "setuid-id"
+    shutil.copy("/usr/bin/id", setuid_id)
+    os.chown(setuid_id, 0, 0)
+    setuid_id.chmod(0o4755)
+    async with sprite.mcp() as mcp:
+        shown = tool_json(
+            await mcp.call_tool(
+                "exec_command",
+                {
+                    "cmd": f"grep NoNewPrivs /proc/self/status; {setuid_id} -u",
+                    "workdir": str(sprite.workspace),
+                },
+            )
+        )
+    assert shown["output"].split() == ["NoNewPrivs:", "1", str(sprite.agent.uid)]
