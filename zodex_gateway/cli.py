@@ -247,17 +247,19 @@ def _update_config(change: Callable[[LocalConfig], None]) -> None:
 )
 @click.option("--follow", "-f", is_flag=True, help="Then print each new line as it is written; Ctrl-C stops.")
 def logs(lines: int, follow: bool) -> None:
-    """Print the end of the runtime's log (rotated at 2 MB, 3 kept): one line per tool call,
+    """Print the end of the runtime's log (rotated at log.max-size, log.keep kept): one line per tool call,
     worker start and end, and error (docs/modes.md#logs)."""
+    from zodex_system.log_follow import echo_safely
+
     paths = LocalPaths.from_env()
     if not follow:
         for line in lifecycle.tail_lines(paths.log_file, lines):
-            click.echo(line)
+            echo_safely(line)
         return
     from zodex_gateway.local.log_follow import follow as follow_log
 
     try:
-        follow_log(paths.log_file, lines, click.echo)
+        follow_log(paths.log_file, lines, echo_safely)
     except KeyboardInterrupt:
         return  # Ctrl-C is how following ends
     except lifecycle.LocalError as exc:

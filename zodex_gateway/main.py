@@ -20,7 +20,7 @@ from zodex_gateway.redaction import SECRETS, watch_secret_files
 from zodex_gateway.serve.transports import http_transport, serve_until_stopped, stdio_transport
 from zodex_gateway.web.server import listen
 from zodex_protocol.limits import Limits
-from zodex_system import xdg
+from zodex_system import log_lines, xdg
 from zodex_system.private_dirs import UnsafeDirectory
 
 
@@ -65,7 +65,7 @@ def common_options(f: Callable[..., None]) -> Callable[..., None]:
 @click.version_option(package_name="zodex")
 def cli() -> None:
     """Zodex MCP gateway: exec_command, write_stdin and apply_patch on this machine."""
-    logging.basicConfig(level=logging.WARNING, format="zodex-gateway %(levelname)s %(message)s")
+    log_lines.log_to_stderr("zodex-gateway %(levelname)s %(message)s", logging.WARNING)
 
 
 @cli.command()

@@ -24,13 +24,14 @@ more characters of a secret, and the rest of a secret at the start of the next r
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
+
+from zodex_system.log_lines import LogFormatter
 
 REDACTED: Final = "[redacted: zodex secret]"
 # Shorter values are not treated as secrets: redacting them would shred ordinary text.
@@ -241,15 +242,12 @@ def _continue(text: str, carried: str, secrets: tuple[str, ...]) -> tuple[str, s
     return "".join(pieces), joined[len(joined) - keep :]
 
 
-class RedactingFormatter(logging.Formatter):
-    """Log lines (and tracebacks) with the registry's secrets replaced."""
+class RedactingFormatter(LogFormatter):
+    """The one log formatter (fields escaped, one line per record), with the registry's
+    secrets replaced in the lines and their tracebacks."""
 
     def __init__(self, fmt: str, registry: SecretRegistry) -> None:
-        super().__init__(fmt)
-        self._registry = registry
-
-    def format(self, record: logging.LogRecord) -> str:
-        return self._registry.redact(super().format(record))
+        super().__init__(fmt, registry.redact)
 
 
 # The process's registry: the MCP token and observer bearer of the Local runtime, an HTTP

@@ -27,6 +27,7 @@ from typing import Any
 
 import msgpack
 
+from zodex_protocol.bounded import unpack_bounded
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.version import PROTOCOL_VERSION
 
@@ -96,13 +97,20 @@ class WireCodec:
         return [self.sign(payload), payload]
 
     def deserialize(self, frames: list[bytes]) -> Envelope:
+        """A verified, decoded message that is not a replay (:meth:`decode`, :meth:`admit`)."""
+        return self.admit(self.decode(frames))
+
+    def decode(self, frames: list[bytes]) -> Envelope:
+        """The message of ``frames`` with its signature and version checked, decoded within
+        :mod:`zodex_protocol.bounded`'s limits. No state: safe on any thread, so a large
+        reply can be decoded off the event loop."""
         if len(frames) != 2:
             raise ProtocolError(ErrorCode.MALFORMED, f"expected 2 frames, got {len(frames)}")
         signature, payload = frames
         if not hmac.compare_digest(signature, self.sign(payload)):
             raise ProtocolError(ErrorCode.BAD_SIGNATURE, "message signature does not verify")
         try:
-            raw = msgpack.unpackb(payload, raw=False)
+            raw = unpack_bounded(payload)
             message = Envelope(
                 type=str(raw["type"]),
                 body=raw["body"],
@@ -111,13 +119,17 @@ class WireCodec:
                 time=float(raw["t"]),
                 version=int(raw["v"]),
             )
-        except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
+        except (ValueError, TypeError, KeyError) as exc:
             raise ProtocolError(ErrorCode.MALFORMED, f"undecodable message: {exc}") from exc
         if message.version != PROTOCOL_VERSION:
             raise ProtocolError(
                 ErrorCode.VERSION_MISMATCH,
                 f"peer speaks protocol version {message.version}, this side speaks {PROTOCOL_VERSION}",
             )
+        return message
+
+    def admit(self, message: Envelope) -> Envelope:
+        """``message`` unless it is a replay; on the thread that owns this codec."""
         if self._guard is not None:
             self._guard.check(message.id, message.time)
         return message
@@ -125,7 +137,7 @@ class WireCodec:
     def peek_id(self, frames: list[bytes]) -> str | None:
         """The message id of an unverifiable message, so an error reply can still name it."""
         try:
-            raw = msgpack.unpackb(frames[-1], raw=False)
+            raw = unpack_bounded(frames[-1])
             return str(raw["id"])
         except Exception:
             return None
@@ -136,7 +148,7 @@ def peek_reply_to(frames: list[bytes]) -> str | None:
     the transport already authenticates the peer, as CURVE does between fleet hosts and
     gateways) instead of waiting out its timeout."""
     try:
-        raw = msgpack.unpackb(frames[-1], raw=False)
+        raw = unpack_bounded(frames[-1])
         return None if raw["re"] is None else str(raw["re"])
     except Exception:
         return None

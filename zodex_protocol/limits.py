@@ -55,3 +55,17 @@ class Limits:
         if unknown:
             raise ValueError(f"unknown limit(s): {', '.join(sorted(unknown))}")
         return cls(**{k: int(v) for k, v in data.items()})
+
+
+def max_message_bytes(limits: Limits) -> int:
+    """The largest message a Zodex socket reads (``ZMQ_MAXMSGSIZE``: the worker's and the
+    gateway's sockets between them, a fleet host's): the largest argument or inline output
+    in UTF-8's worst case (4 bytes a character), plus a MiB for the envelope and the other
+    fields. ZeroMQ enforces it on every frame, before anything of it is buffered whole."""
+    largest = max(
+        limits.max_patch_chars,
+        limits.max_cmd_chars,
+        limits.max_chars_chars,
+        limits.inline_output_chars + limits.preview_chars,
+    )
+    return 4 * largest + 1024**2

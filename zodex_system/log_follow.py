@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import select
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from zodex_system import inotify
+from zodex_system.log_lines import escape_controls
 
 TAIL_BYTES = 256 * 1024
 READ_BYTES = 64 * 1024
@@ -28,6 +30,13 @@ _DIRECTORY_EVENTS = (
     | inotify.IN_MOVE_SELF
 )
 _DIRECTORY_GONE = inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_IGNORED
+
+
+def echo_safely(line: str) -> None:
+    """Print one log line with its control characters escaped: whatever wrote the log, no
+    escape sequence reaches the operator's terminal (``zodex … logs``)."""
+    sys.stdout.write(escape_controls(line) + "\n")
+    sys.stdout.flush()
 
 
 class FollowError(Exception):

@@ -24,9 +24,9 @@ from zodex_protocol import messages, tombstones
 from zodex_protocol.envelope import WireCodec, read_key_file
 from zodex_protocol.handles import check_host_incarnation
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
-from zodex_protocol.limits import Limits
+from zodex_protocol.limits import Limits, max_message_bytes
 from zodex_protocol.version import PROTOCOL_VERSION
-from zodex_system import proctree
+from zodex_system import log_lines, proctree
 from zodex_system.cgroups import SessionGroups
 from zodex_system.secret_files import write_group_readable_file, write_secret_file
 from zodex_worker.output.spill import remove_stale_spill_files
@@ -77,6 +77,7 @@ async def run(args: argparse.Namespace) -> int:
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     router = context.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
+    router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes(limits))
     request_endpoint = layout.request_endpoint(args.worker_id, args.incarnation)
     event_endpoint = layout.event_endpoint(args.worker_id, args.incarnation)
     router.bind(request_endpoint)
@@ -188,7 +189,7 @@ def _leave_tombstones(path: Path, service: WorkerService, *, group_readable: boo
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.WARNING, format="zodex-worker %(levelname)s %(message)s")
+    log_lines.log_to_stderr("zodex-worker %(levelname)s %(message)s", logging.WARNING)
     args = parse_args(argv)
     sys.exit(asyncio.run(run(args)))
 

@@ -165,3 +165,23 @@ def test_follow_without_a_log_directory_is_one_clear_error(tmp_path: Path) -> No
         assert done.returncode == 1
         assert done.stderr.startswith("error: cannot follow ") and done.stderr.count("\n") == 1
         assert not (local.root / "state").exists(), "nothing was made"
+
+
+async def test_the_runtime_log_rotates_at_log_max_size(tmp_path: Path) -> None:
+    """`log.max-size` and `log.keep` from local.toml: twenty calls in workdirs with
+    3,800-character names write more than 64 KiB of log lines."""
+    with local_env() as local:
+        local.run("local", "config", "set", "log.max-size", "64kb")
+        local.run("local", "config", "set", "log.keep", "2")
+        local.run("local", "start", str(tmp_path))
+        async with connected(local) as mcp:
+            for n in range(20):
+                workdir = tmp_path.joinpath(*(["d" * 250] * 15), f"w{n}")
+                workdir.mkdir(parents=True)
+                done = await call(mcp, "conv-rotate", "exec_command", cmd="true", workdir=str(workdir))
+                assert not done.is_error
+        logs = log_path(local).parent
+        assert (logs / "runtime.log.1").exists(), "rotated"
+        assert not (logs / "runtime.log.3").exists(), "log.keep = 2"
+        for path in logs.glob("runtime.log*"):
+            assert path.stat().st_size <= 64 * 1024 + 8 * 1024, path  # at most a line over

@@ -4,6 +4,7 @@ a poll's answer (docs/sessions.md#after-exit, docs/protocol.md#session-handles).
 from __future__ import annotations
 
 import time
+import tracemalloc
 from dataclasses import replace
 from pathlib import Path
 
@@ -96,3 +97,66 @@ def test_a_damaged_file_is_refused_and_its_handles_are_unknown(data: bytes, tmp_
     path = tmp_path / "x.exit"
     path.write_bytes(data)
     assert tombstones.answer_from_file(path, "h") is None
+
+
+def map32(count: int) -> bytes:
+    """The msgpack header of a map of ``count`` entries."""
+    return b"\xdf" + count.to_bytes(4, "big")
+
+
+def array32(count: int) -> bytes:
+    return b"\xdd" + count.to_bytes(4, "big")
+
+
+EIGHT_M = 8 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        pytest.param(b"\x81\xa1h" + array32(EIGHT_M) + b"\x80" * EIGHT_M, id="8M empty maps in the entry"),
+        pytest.param(map32(EIGHT_M) + b"\xa1h\x80" * EIGHT_M, id="8M handles"),
+        pytest.param(b"\x81\xa1h" + b"\x81\xa1a" * EIGHT_M + b"\x80", id="8M nested maps"),
+    ],
+)
+def test_a_forged_exit_file_costs_a_bounded_amount(tmp_path: Path, forged: bytes) -> None:
+    """Millions of empty maps in a few megabytes: the answer is unknown, and decoding it
+    holds a small multiple of the file, never the hundreds of megabytes of millions of dicts."""
+    path = tmp_path / "w-1.exit"
+    path.write_bytes(forged)
+    tracemalloc.start()
+    try:
+        assert tombstones.answer_from_file(path, "h") is None
+        assert tombstones.answer_from_file(path, "other") is None
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * len(forged), peak
+
+
+def test_the_wanted_entry_is_found_past_a_large_one(tmp_path: Path) -> None:
+    """Other entries are skipped, not built: a large one before the wanted does not matter."""
+    now = time.time()
+    wanted = msgpack.packb({"final": FINAL.to_body(), "expires_at": now + 60}, use_bin_type=True)
+    data = map32(2) + b"\xa5other" + array32(1_000_000) + b"\x80" * 1_000_000 + b"\xa4mine" + wanted
+    path = tmp_path / "w-1.exit"
+    path.write_bytes(data)
+    assert tombstones.answer_from_file(path, "mine") == tombstones.poll_result(FINAL)
+    assert tombstones.answer_from_file(path, "other") is None, "an entry that is not a tombstone"
+
+
+@pytest.mark.parametrize("key", [b"\xdb" + (1 << 20).to_bytes(4, "big") + b"k" * (1 << 20), b"\x80"])
+def test_a_handle_that_is_not_a_short_string_is_refused(tmp_path: Path, key: bytes) -> None:
+    path = tmp_path / "w-1.exit"
+    path.write_bytes(b"\x81" + key + b"\x80")
+    assert tombstones.answer_from_file(path, "h") is None
+    with pytest.raises(ValueError, match="not a tombstone file"):
+        tombstones.decode(path.read_bytes())
+
+
+def test_an_exit_file_keeps_the_tombstones_that_expire_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tombstones, "MAX_TOMBSTONES", 3)
+    stones = {f"h{n}": Tombstone(FINAL, 1000.0 + n) for n in range(5)}
+    assert set(tombstones.decode(tombstones.encode(stones))) == {"h2", "h3", "h4"}
+    with pytest.raises(ValueError, match="more than 3 handles"):
+        tombstones.decode(msgpack.packb({f"h{n}": {} for n in range(4)}))

@@ -86,6 +86,8 @@ _BOUNDS: dict[str, _Bounds] = {
     "http.header-timeout": (100, 3_600_000),
     "http.max-pending-connections": (1, 65536),
     "mcp.port": (1, 65535),
+    "log.max-size": (64 * 1024, 1024**4),  # a smaller file would rotate on every few lines
+    "log.keep": (1, 100),
 }
 # String keys that take one of a few words.
 _CHOICES: dict[str, tuple[str, ...]] = {"mcp.token": ("per-start", "persistent")}
@@ -127,6 +129,8 @@ _OTHER_KEYS = (  # name, kind, default, description
     ("mcp.token", "string", "persistent", "persistent: one MCP token kept until rotated; per-start: a new one at each start"),
     ("http.header-timeout", "duration", 5000, "an HTTP connection must send its request headers within"),
     ("http.max-pending-connections", "int", 256, "HTTP connections still sending headers; the oldest is closed"),
+    ("log.max-size", "size", 8 * 1024**2, "a log file is rotated when it reaches this size"),
+    ("log.keep", "int", 3, "rotated log files kept (<name>.1 is the newest)"),
     ("context.global-instructions", "switch", True, "include global instructions"),
     ("context.global-skills", "switch", True, "include global skills"),
     ("context.workdir-hint", "switch", True, "include the workdir hint"),

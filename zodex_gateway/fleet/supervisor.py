@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import zmq
 import zmq.asyncio
@@ -30,6 +31,7 @@ from zodex_protocol.envelope import WireCodec
 from zodex_protocol.errors import STOPPING_MESSAGE, ErrorCode, ProtocolError
 from zodex_protocol.handles import MAX_INCARNATION, SessionHandle, worker_id_for
 from zodex_protocol.layout import WorkerRecord
+from zodex_protocol.limits import max_message_bytes
 from zodex_protocol.replies import SessionResult
 from zodex_protocol.version import PROTOCOL_VERSION
 from zodex_system import cgroups, proctree
@@ -63,6 +65,7 @@ class Supervisor:
         self.launcher: Launcher = launcher or DirectLauncher()
         self.layout = runtime.layout
         self.codec = WireCodec(runtime.key)
+        self._max_message = max_message_bytes(runtime.limits)
         self.context = zmq.asyncio.Context()
         self.clients: dict[str, WorkerClient] = {}
         self.policies: dict[str, RestartPolicy] = {}
@@ -146,8 +149,8 @@ class Supervisor:
         incarnation = record.incarnation % (MAX_INCARNATION - 1) + 1 if record else 1
         # Incarnation numbers wrap: what an earlier holder of this one left must not
         # answer for the new one's handles.
-        self.layout.started_file(worker_id, incarnation).unlink(missing_ok=True)
-        self.layout.exit_file(worker_id, incarnation).unlink(missing_ok=True)
+        _clear_for(self.layout.started_file(worker_id, incarnation), real_path)
+        _clear_for(self.layout.exit_file(worker_id, incarnation), real_path)
         return await self._spawn(worker_id, incarnation, real_path, policy)
 
     async def _spawn(
@@ -162,7 +165,13 @@ class Supervisor:
             shell=self.runtime.shell,
             limits=self.runtime.limits,
         )
-        proc = await self.launcher.spawn(spec)
+        try:
+            proc = await self.launcher.spawn(spec)
+        except OSError as exc:  # no process to spare, the helper gone: the tool's error
+            raise ProtocolError(
+                ErrorCode.WORKER_UNAVAILABLE,
+                f"could not start a worker for {real_path}: {exc.strerror or exc}; retry",
+            ) from None
         self._children[proc.pid] = proc
         proc_wait = asyncio.ensure_future(proc.wait())
         proc_wait.add_done_callback(lambda _f: self._children.pop(proc.pid, None))
@@ -187,7 +196,9 @@ class Supervisor:
                 "check the gateway log and retry",
             )
         self._spawned.add((worker_id, incarnation))
-        client = WorkerClient(record, self.context, self.codec, self._client_exited)
+        client = WorkerClient(
+            record, self.context, self.codec, self._client_exited, max_message=self._max_message
+        )
         await self._adopt(client)
         log.info("worker for %s started (pid %d, incarnation %d)", real_path, proc.pid, incarnation)
         return client
@@ -249,7 +260,9 @@ class Supervisor:
         if record.protocol != PROTOCOL_VERSION:
             log.warning("worker %s speaks protocol %s; replacing it", record.worker_id, record.protocol)
             return None
-        client = WorkerClient(record, self.context, self.codec, self._client_exited)
+        client = WorkerClient(
+            record, self.context, self.codec, self._client_exited, max_message=self._max_message
+        )
         try:
             await client.request(messages.PING, {}, timeout=HEALTH_TIMEOUT_S)
         except (TimeoutError, ProtocolError):
@@ -360,7 +373,8 @@ class Supervisor:
                     return client
         exit_file = self.layout.exit_file(handle.worker_id, handle.incarnation)
         if exit_file.exists():
-            final = tombstones.answer_from_file(exit_file, text)
+            # Up to 64 MiB the agent may have written: read and decoded on a thread.
+            final = await asyncio.to_thread(tombstones.answer_from_file, exit_file, text)
             if final is None:
                 raise unknown
             return final
@@ -401,7 +415,9 @@ class Supervisor:
     async def _stop_worker(self, record: WorkerRecord) -> None:
         client = self.clients.get(record.worker_id)
         if client is None or not client.alive:
-            client = WorkerClient(record, self.context, self.codec, lambda _c: None)
+            client = WorkerClient(
+                record, self.context, self.codec, lambda _c: None, max_message=self._max_message
+            )
         try:
             await client.request(messages.SHUTDOWN, {}, timeout=SHUTDOWN_WAIT_S)
         except (TimeoutError, ProtocolError):
@@ -414,6 +430,27 @@ class Supervisor:
                 self.launcher.kill_started(proc)
         elif record_alive(record):
             self._kill_record(record)
+
+
+def _clear_for(path: Path, workdir: str) -> None:
+    """Remove what is at ``path`` before a new incarnation uses the name. In Sprite the
+    registry directory is the agent's to write: an empty directory planted there goes too,
+    anything that cannot be removed fails the call with the project's words, not an errno."""
+    try:
+        path.unlink(missing_ok=True)
+        return
+    except IsADirectoryError:
+        with contextlib.suppress(OSError):
+            path.rmdir()
+            return
+    except OSError:
+        pass
+    if os.path.lexists(path):
+        raise ProtocolError(
+            ErrorCode.WORKER_UNAVAILABLE,
+            f"could not start a worker for {workdir}: {path} is in the way and cannot be removed; "
+            "remove it, then retry",
+        )
 
 
 def exit_reason(returncode: int) -> str:

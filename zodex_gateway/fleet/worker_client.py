@@ -3,6 +3,11 @@
 Requests and replies are matched by message id, so many calls share one DEALER socket
 and a long poll never blocks a ping. When the worker's process ends (a pidfd becomes
 readable — an event, not a poll), every request still in flight fails with WORKER_LOST.
+
+What comes back is read as the agent's (in Sprite the worker runs as the agent, who holds
+the runtime key): the socket takes no message over ``max_message`` bytes (``ZMQ_MAXMSGSIZE``,
+from the argument limits), every reply is decoded within bounds, and one over
+:data:`OFF_LOOP_BYTES` is verified and decoded on a thread, so no reply stalls the loop.
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.layout import WorkerRecord
+from zodex_protocol.limits import Limits, max_message_bytes
 from zodex_protocol.loop_socket import LoopSocket, plain_socket
+
+OFF_LOOP_BYTES = 1024 * 1024
 
 
 class WorkerClient:
@@ -30,6 +38,8 @@ class WorkerClient:
         context: zmq.asyncio.Context,
         codec: WireCodec,
         on_exit: Callable[[WorkerClient], None],
+        *,
+        max_message: int = max_message_bytes(Limits()),
     ) -> None:
         self.record = record
         self._codec = codec
@@ -38,8 +48,10 @@ class WorkerClient:
         # no future per send and receive (pyzmq's asyncio layer).
         socket = plain_socket(context, zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.MAXMSGSIZE, max_message)
         socket.connect(record.request_endpoint)
         self._pending: dict[str, asyncio.Future[Envelope]] = {}
+        self._decoding: set[asyncio.Task[None]] = set()
         self._loop = asyncio.get_running_loop()
         self.alive = True
         self._wire = LoopSocket(socket, self._on_reply)
@@ -108,10 +120,26 @@ class WorkerClient:
         return reply.body
 
     def _on_reply(self, frames: list[bytes]) -> None:
+        if sum(len(frame) for frame in frames) > OFF_LOOP_BYTES:
+            task = self._loop.create_task(self._decode_off_loop(frames))
+            self._decoding.add(task)
+            task.add_done_callback(self._decoding.discard)
+            return
         try:
             reply = self._codec.deserialize(frames)
         except ProtocolError:
             return  # unverifiable: cannot be trusted to resolve anything
+        self._resolve(reply)
+
+    async def _decode_off_loop(self, frames: list[bytes]) -> None:
+        try:
+            decoded = await asyncio.to_thread(self._codec.decode, frames)
+            reply = self._codec.admit(decoded)  # the replay guard lives on the loop
+        except ProtocolError:
+            return
+        self._resolve(reply)
+
+    def _resolve(self, reply: Envelope) -> None:
         future = self._pending.get(reply.reply_to or "")
         if future is not None and not future.done():
             future.set_result(reply)

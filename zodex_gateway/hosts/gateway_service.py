@@ -29,6 +29,7 @@ from zodex_gateway.mcp.http_guard import GuardedMcpApp
 from zodex_gateway.mcp.server import ToolHandlers
 from zodex_gateway.sprite.auth import SpriteFront
 from zodex_gateway.web.server import Listeners, listen
+from zodex_system import log_lines
 
 log = logging.getLogger("zodex.gateway")
 
@@ -65,7 +66,7 @@ def main(settings: GatewaySettings) -> int:
             file=sys.stderr,
         )
         return 1
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    log_lines.log_to_stderr("%(asctime)s %(name)s %(levelname)s %(message)s", logging.INFO)
     logging.getLogger("mcp").setLevel(logging.WARNING)
     asyncio.run(_serve(settings, secret, hosts, sock))
     return 0

@@ -19,12 +19,14 @@ import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
 from zodex_gateway.fleet.dispatcher import Dispatcher
+from zodex_gateway.hosts.pending_peers import PendingPeers
 from zodex_gateway.hosts.refusal_log import RefusalLog
+from zodex_gateway.hosts.settings import DEFAULT_MAX_PENDING
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle
-from zodex_protocol.limits import Limits
+from zodex_protocol.limits import Limits, max_message_bytes
 from zodex_protocol.validation import check_write_args
 
 log = logging.getLogger("zodex.host")
@@ -36,14 +38,6 @@ HEARTBEAT_TIMEOUT_MS = 1500
 # A peer must finish the CURVE handshake this soon, or it is dropped: one that connects and
 # sends nothing, or trickles its greeting, holds no connection for long.
 HANDSHAKE_IVL_MS = 5000
-
-
-def max_message_bytes(limits: Limits) -> int:
-    """The largest message the host reads: its largest argument in UTF-8's worst case, plus
-    room for the envelope and the other arguments. ZeroMQ enforces it on every frame, those
-    of a peer that has not authenticated yet included (it would otherwise buffer whatever
-    size a frame claims)."""
-    return 4 * max(limits.max_patch_chars, limits.max_cmd_chars, limits.max_chars_chars) + 1024**2
 
 
 def host_lost_message(handle: str, host: str) -> str:
@@ -109,6 +103,7 @@ class HostServer:
         signing_key: bytes,
         gateway_keys: set[bytes],
         max_message: int = max_message_bytes(Limits()),
+        max_pending: int = DEFAULT_MAX_PENDING,
     ) -> None:
         self._dispatcher = dispatcher
         self._codec = WireCodec(signing_key)
@@ -128,6 +123,7 @@ class HostServer:
         self._socket.setsockopt(zmq.MAXMSGSIZE, max_message)
         self._socket.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_IVL_MS)
         self._socket.bind(endpoint)
+        self._pending = PendingPeers(self._socket, max_pending)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = asyncio.Event()
 
@@ -141,6 +137,7 @@ class HostServer:
     async def serve(self) -> None:
         receiving: asyncio.Future[list[bytes]] | None = None
         stopped = asyncio.ensure_future(self._stopped.wait())
+        self._pending.start()
         try:
             while True:
                 receiving = asyncio.ensure_future(self._socket.recv_multipart())
@@ -157,6 +154,7 @@ class HostServer:
                 receiving.cancel()
             if self._tasks:  # calls in flight end (the supervisor is stopping them) and reply
                 await asyncio.wait(set(self._tasks), timeout=3.0)
+            await self._pending.stop()
             self._socket.close(linger=0)
             self._auth.stop()
             self._context.term()

@@ -25,7 +25,7 @@ from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.fleet.runtime_dirs import hold_lock, write_owner_file
 from zodex_gateway.fleet.supervisor import Supervisor
 from zodex_gateway.hosts import keys
-from zodex_gateway.hosts.host_server import HostServer, IncarnationCheck, max_message_bytes
+from zodex_gateway.hosts.host_server import HostServer, IncarnationCheck
 from zodex_gateway.hosts.incarnations import start_incarnation
 from zodex_gateway.hosts.settings import HostSettings
 from zodex_gateway.serve.transports import Serve, StopSignal, serve_until_stopped
@@ -45,6 +45,8 @@ from zodex_gateway.sprite.service import (
     worker_python,
 )
 from zodex_protocol.layout import RuntimeLayout
+from zodex_protocol.limits import max_message_bytes
+from zodex_system import descriptor_limit
 
 log = logging.getLogger("zodex.host")
 
@@ -80,6 +82,10 @@ def main(settings: HostSettings) -> int:
     try:
         drop_privileges(prepared.service, prepared.agent.gid)
         _setup_logging(settings)
+        # Every connection, authenticated or not, is a descriptor: the soft limit (1024
+        # under systemd) up to the hard one. The helper, forked before, keeps the usual
+        # limit for the workers and their commands.
+        descriptor_limit.raise_to_hard_limit()
         return _serve(settings, prepared, parent_end)
     finally:
         parent_end.close()
@@ -125,9 +131,12 @@ def prepare(settings: HostSettings) -> PreparedHost:
 
 
 def _setup_logging(settings: HostSettings) -> None:
+    # The host's name is a-z, 0-9 and -: nothing in it is a format directive.
     log_to(
+        settings.sprite,
         settings.log_file,
-        logging.Formatter(f"%(asctime)s host {settings.name} %(name)s %(levelname)s %(message)s"),
+        f"%(asctime)s host {settings.name} %(name)s %(levelname)s %(message)s",
+        None,
     )
 
 
@@ -173,6 +182,7 @@ def _transport(settings: HostSettings, prepared: PreparedHost, launcher: HelperL
             signing_key=prepared.signing_key,
             gateway_keys=prepared.gateway_keys,
             max_message=max_message_bytes(supervisor.runtime.limits),
+            max_pending=settings.max_pending_connections,
         )
         stop.add_graceful_exit(server.stop)
         log.info(

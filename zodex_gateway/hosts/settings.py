@@ -29,7 +29,12 @@ DEFAULT_HOST_CONFIG: Final = Path("/etc/zodex/host.toml")
 DEFAULT_GATEWAY_CONFIG: Final = Path("/etc/zodex/gateway.toml")
 DEFAULT_ENDPOINT: Final = "tcp://0.0.0.0:7700"
 
-HOST_KEYS: Final = ("host.name", "host.endpoint", "host.secret-key", "host.signing-key", "host.gateway-keys")
+HOST_KEYS: Final = (
+    "host.name", "host.endpoint", "host.secret-key", "host.signing-key", "host.gateway-keys",
+    "host.max-pending-connections",
+)  # fmt: skip
+DEFAULT_MAX_PENDING: Final = 256
+_MAX_PENDING_RANGE: Final = (1, 65536)
 # Sprite's keys that mean nothing without an HTTP listener of the host's own.
 SPRITE_HTTP_KEYS: Final = (
     "sprite.address", "sprite.port", "sprite.tls-cert", "sprite.tls-key", "sprite.allowed-hosts",
@@ -107,6 +112,7 @@ class HostSettings:
     signing_key: Path
     gateway_keys: Path
     sprite: SpriteSettings  # accounts, directories, limits: Sprite's, unchanged
+    max_pending_connections: int = DEFAULT_MAX_PENDING
 
     @property
     def incarnations_file(self) -> Path:
@@ -150,7 +156,17 @@ def parse_host_document(document: Mapping[str, Any], config_path: Path) -> HostS
         signing_key=_path(own.get("signing-key", str(state / "signing.key")), "host.signing-key"),
         gateway_keys=_path(own.get("gateway-keys", str(state / "gateways")), "host.gateway-keys"),
         sprite=sprite,
+        max_pending_connections=_max_pending(own.get("max-pending-connections", DEFAULT_MAX_PENDING)),
     )
+
+
+def _max_pending(value: object) -> int:
+    low, high = _MAX_PENDING_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(
+            f"host.max-pending-connections must be a whole number from {low} to {high}, got {value!r}"
+        )
+    return value
 
 
 def load_host_settings(path: Path) -> HostSettings:

@@ -38,7 +38,8 @@ from zodex_system.private_dirs import UnsafeDirectory
 
 log = logging.getLogger("zodex.local")
 
-LOG_BYTES = 2 * 1024 * 1024
+# Until local.toml is read; then its log.max-size and log.keep (_apply_log_config).
+LOG_BYTES = 8 * 1024 * 1024
 LOG_BACKUPS = 3
 
 
@@ -66,6 +67,13 @@ def _setup_logging(paths: LocalPaths) -> None:
     faulthandler.enable(file=2, all_threads=True)
 
 
+def _apply_log_config(config: LocalConfig) -> None:
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.handlers.RotatingFileHandler):
+            handler.maxBytes = config.size_bytes("log.max-size")
+            handler.backupCount = config.integer("log.keep")
+
+
 def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
     paths = LocalPaths.from_env()
     paths.create()
@@ -76,6 +84,7 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
         log.error("%s", exc)  # the last line of the log: `start` shows it
         return 1
     config = LocalConfig.load(config_path())
+    _apply_log_config(config)
     runtime = Runtime.create(
         state_dir=paths.state, limits=config.limits(), use_cgroups=config.flag("session.cgroups")
     )

@@ -3,8 +3,10 @@
 
 - The key comes as ``?key=<key>`` (what ChatGPT connectors send) or ``Authorization: Bearer
   <key>``, compared in constant time. Anything else — no key, a wrong one, two different
-  ones, the key in another header or a form field — is 401 with an empty body, on every
-  path but ``/health``: a scanner learns nothing, not even which paths exist.
+  ones in any two places (two parameters, two ``Authorization`` headers, an
+  ``Authorization`` of another scheme beside the key), the key in another header or a form
+  field — is 401 with an empty body, on every path but ``/health``: a scanner learns
+  nothing, not even which paths exist.
 - Any Host is accepted unless ``sprite.allowed-hosts`` is set; then the Host header must be
   one of them (a name alone allows any port), else 421 with an empty body.
 - The key is the file's: its metadata is looked at on each request (one ``stat``), so a key
@@ -67,6 +69,13 @@ def query_keys(scope: Scope) -> list[str]:
     return urllib.parse.parse_qs(query, keep_blank_values=True).get("key", [])
 
 
+def authorization_keys(scope: Scope) -> list[str]:
+    """What every ``Authorization`` header gives as a key: a Bearer header its token, any
+    other the whole value (which is never the key, so it refuses the request with any key)."""
+    values = guard.header_values(scope, b"authorization")
+    return [guard.bearer_token(value) or value for value in values]
+
+
 def _without_key(scope: Scope) -> Scope:
     """The scope without ``key`` in its query: the MCP app never sees the key."""
     query = bytes(scope.get("query_string", b"")).decode("latin-1")
@@ -109,10 +118,9 @@ class SpriteFront:
         expected = self._keys.current()
         if expected is None:
             return False
-        bearer = guard.bearer(scope)
-        given = set(query_keys(scope)) | ({bearer} if bearer is not None else set())
-        # Two different keys in one request (two ``key`` parameters, or one and a Bearer
-        # header) are refused, whichever one is right.
+        given = set(query_keys(scope)) | set(authorization_keys(scope))
+        # Two different keys in one request (two ``key`` parameters, two Authorization
+        # headers, one of each) are refused, whichever one is right.
         if len(given) != 1:
             return False
         return guard.secret_matches(given.pop(), expected)

@@ -233,7 +233,8 @@ def rotate_key(config_path: Path | None) -> None:
 )
 @_one_line_errors
 def logs(config_path: Path | None, follow: bool, lines: int) -> None:
-    """Print the end of the service's log; with --follow, then every new line."""
+    """Print the end of the service's log; with --follow, then every new line. Control
+    characters are printed escaped, never raw (docs/security.md#logs)."""
     from zodex_system import log_follow
 
     settings = _settings(config_path)
@@ -241,10 +242,10 @@ def logs(config_path: Path | None, follow: bool, lines: int) -> None:
         fail(f"no log directory {settings.log_file.parent}; run zodex sprite setup first")
     try:
         if follow:
-            log_follow.follow(settings.log_file, lines, click.echo)
+            log_follow.follow(settings.log_file, lines, log_follow.echo_safely)
         else:
             for line in log_follow.tail(settings.log_file, lines):
-                click.echo(line)
+                log_follow.echo_safely(line)
     except log_follow.FollowError as exc:
         fail(str(exc))
     except KeyboardInterrupt:

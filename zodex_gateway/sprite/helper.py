@@ -24,6 +24,7 @@ service's call, so the agent's processes are always killed last.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -39,7 +40,7 @@ from typing import Any, Final, NoReturn
 from zodex_protocol.handles import MAX_INCARNATION, worker_id_for
 from zodex_protocol.limits import Limits
 from zodex_system import proctree
-from zodex_system.privileges import forbid_new_privileges
+from zodex_system.no_new_privs import forbid_new_privileges
 
 MAX_MESSAGE: Final = 64 * 1024
 MAX_ERROR_CHARS: Final = 1000  # an error reply always fits in a message
@@ -216,6 +217,13 @@ def _wait_gone(pids: list[int]) -> None:
         poller.close()
 
 
+def _spawn_failure(exc: OSError) -> str:
+    """Why a worker could not be started, in words (never ``[Errno 11]``)."""
+    if exc.errno == errno.EAGAIN:
+        return "the agent's account cannot start another process (its process limit is reached)"
+    return exc.strerror or str(exc)
+
+
 def checked_limits(raw: object) -> Limits:
     """The limits of a spawn request: known names, each a whole number from 0 to
     :data:`MAX_LIMIT`; ValueError otherwise."""
@@ -234,11 +242,18 @@ class Helper:
         self.children: dict[int, subprocess.Popen[bytes]] = {}
 
     def run(self) -> NoReturn:
-        # Inherited by every worker and command: a setuid program the agent runs gains nothing,
-        # whether or not the service was started by the unit (NoNewPrivileges=).
-        forbid_new_privileges()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
+        try:
+            # Before any worker: no command of the agent gains a privilege through a setuid
+            # program, with the unit's NoNewPrivileges or without it.
+            forbid_new_privileges()
+        except OSError as exc:
+            print(
+                f"zodex sprite helper: cannot set no_new_privs ({exc.strerror}); not starting",
+                file=sys.stderr,
+            )
+            os._exit(1)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -369,7 +384,7 @@ class Helper:
         except OSError as exc:
             for fd in (out_r, err_r):
                 os.close(fd)
-            raise ValueError(f"cannot start the worker: {exc}") from None
+            raise ValueError(f"cannot start the worker: {_spawn_failure(exc)}") from None
         finally:
             os.close(out_w)
             os.close(err_w)

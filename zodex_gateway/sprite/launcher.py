@@ -23,7 +23,8 @@ log = logging.getLogger("zodex.sprite")
 
 STOP_WAIT_S = 30.0
 STDERR_LINE_CHARS = 2000
-# A worker's stderr in the log: this many lines at once, then this many a second.
+# The stderr of all workers together in the log: this many lines at once, then this many a
+# second. One budget for all: a new worker must not bring a fresh one (the agent starts them).
 STDERR_BURST_LINES = 200
 STDERR_LINES_PER_S = 2.0
 
@@ -61,6 +62,7 @@ class HelperLauncher:
         self._stopped: asyncio.Future[None] | None = None
         self._gone = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._stderr_budget = LineBudget()
         asyncio.get_running_loop().add_reader(sock.fileno(), self._on_readable)
 
     # ---- the launcher protocol ------------------------------------------------------------
@@ -83,14 +85,14 @@ class HelperLauncher:
         if message.get("op") != "spawned" or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
-            raise OSError(f"the root helper did not start the worker: {message.get('error', message)}")
+            raise OSError(str(message.get("error", "the root helper did not start the worker")))
         out_fd, err_fd = fds
         stdout = await _reader(out_fd)
         worker = HelperWorker(int(message["pid"]), stdout)
         self._workers[worker.pid] = worker
         if worker.pid in self._early_exits:
             worker.exited(self._early_exits.pop(worker.pid))
-        task = asyncio.create_task(_log_stderr(worker.pid, err_fd))
+        task = asyncio.create_task(_log_stderr(worker.pid, err_fd, self._stderr_budget))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return worker
@@ -193,7 +195,7 @@ async def _reader(fd: int) -> asyncio.StreamReader:
 
 
 class LineBudget:
-    """How many lines of a worker's stderr reach the log: a burst, then a steady rate.
+    """How many lines of the workers' stderr reach the log: a burst, then a steady rate.
 
     The worker runs as the agent, which can write anything to its stderr (ptrace lets it
     make the worker write): unbounded, that would fill the service's disk and spend its
@@ -223,16 +225,16 @@ class LineBudget:
         return False
 
 
-def printable(text: str) -> str:
-    """``text`` with control characters escaped: a line from the agent cannot rewrite the
-    log's look on a terminal (carriage returns, escape sequences)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+def _report_dropped(budget: LineBudget) -> None:
+    if budget.dropped:
+        log.warning("%d lines of the workers' stderr were not logged (too many)", budget.dropped)
+        budget.dropped = 0
 
 
-async def _log_stderr(pid: int, fd: int, budget: LineBudget | None = None) -> None:
+async def _log_stderr(pid: int, fd: int, budget: LineBudget) -> None:
     """A worker's stderr, line by line, into the service's log (it cannot write the log
-    itself), within a :class:`LineBudget`; the pipe is always drained."""
-    budget = budget or LineBudget()
+    itself), within the :class:`LineBudget` all workers share; the pipe is always drained.
+    The log's formatter escapes each line (docs/security.md#logs)."""
     reader = await _reader(fd)
     while True:
         try:
@@ -245,13 +247,9 @@ async def _log_stderr(pid: int, fd: int, budget: LineBudget | None = None) -> No
             break
         if not budget.take():
             continue
-        if budget.dropped:
-            log.warning("worker %d: %d lines of its stderr were not logged (too many)", pid, budget.dropped)
-            budget.dropped = 0
-        text = printable(line.decode("utf-8", "replace").rstrip()[:STDERR_LINE_CHARS])
-        log.warning("worker %d: %s", pid, text)
-    if budget.dropped:
-        log.warning("worker %d: %d lines of its stderr were not logged (too many)", pid, budget.dropped)
+        _report_dropped(budget)
+        log.warning("worker %d: %s", pid, line.decode("utf-8", "replace").rstrip()[:STDERR_LINE_CHARS])
+    _report_dropped(budget)
 
 
 def stop_on_helper_loss() -> None:

@@ -16,6 +16,7 @@ import datetime
 import grp
 import json
 import logging
+import logging.handlers
 import os
 import pwd
 import secrets
@@ -25,6 +26,7 @@ import ssl
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +37,7 @@ from zodex_gateway.fleet.runtime_dirs import hold_lock, write_owner_file
 from zodex_gateway.fleet.supervisor import Supervisor
 from zodex_gateway.mcp.http_guard import GuardedMcpApp
 from zodex_gateway.mcp.server import ToolHandlers
-from zodex_gateway.redaction import SECRETS, RedactingFormatter
+from zodex_gateway.redaction import SECRETS
 from zodex_gateway.serve.transports import Serve, StopSignal, serve_until_stopped
 from zodex_gateway.sprite.auth import KeySource, SpriteFront
 from zodex_gateway.sprite.environment import COMMAND_SHELL, agent_environment
@@ -48,6 +50,7 @@ from zodex_gateway.sprite.unit import serve_command
 from zodex_gateway.web.server import Listeners, listen
 from zodex_protocol.envelope import new_key
 from zodex_protocol.layout import RuntimeLayout
+from zodex_system import log_lines
 from zodex_system.secret_files import create_secret_file
 
 log = logging.getLogger("zodex.sprite")
@@ -305,16 +308,17 @@ def drop_privileges(service: pwd.struct_passwd, agent_gid: int) -> None:
 def _setup_logging(settings: SpriteSettings, key: str) -> None:
     SECRETS.add(key)
     SECRETS.watch_file(settings.key_file)  # a rotated key never reaches the log either
-    log_to(settings.log_file, RedactingFormatter("%(asctime)s %(name)s %(levelname)s %(message)s", SECRETS))
+    log_to(settings, settings.log_file, "%(asctime)s %(name)s %(levelname)s %(message)s", SECRETS.redact)
     logging.getLogger("mcp").setLevel(logging.WARNING)
 
 
-def log_to(path: Path, formatter: logging.Formatter) -> None:
-    """Info and above to ``path`` and to stderr, in one format (Sprite's service, a fleet host)."""
-    handlers: list[logging.Handler] = [logging.FileHandler(path), logging.StreamHandler()]
-    for handler in handlers:
-        handler.setFormatter(formatter)
-    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True)
+def log_to(settings: SpriteSettings, path: Path, fmt: str, redact: Callable[[str], str] | None) -> None:
+    """Info and above to ``path`` and to stderr, through the one log formatter (Sprite's
+    service, a fleet host). The file is rotated at ``log.max-size``, ``log.keep`` kept."""
+    rotating = logging.handlers.RotatingFileHandler(
+        path, maxBytes=settings.log_max_bytes, backupCount=settings.log_keep
+    )
+    log_lines.use_for_root([rotating, logging.StreamHandler()], fmt, logging.INFO, redact)
 
 
 def _serve(settings: SpriteSettings, prepared: Prepared, helper_sock: socket.socket) -> int:

@@ -81,7 +81,7 @@ _SPRITE_ROWS: tuple[tuple[str, str, str | int | None, str], ...] = (
 # fmt: on
 SPRITE_KEYS: dict[str, SpriteKey] = {row[0]: SpriteKey(*row) for row in _SPRITE_ROWS}
 
-_SHARED_PREFIXES = ("session.", "output.", "worker.", "limits.", "http.")
+_SHARED_PREFIXES = ("session.", "output.", "worker.", "limits.", "http.", "log.")
 SHARED_KEYS: tuple[str, ...] = tuple(
     name for name in KEYS if name.startswith(_SHARED_PREFIXES) or name == "mcp.max-body"
 )
@@ -202,6 +202,8 @@ class SpriteSettings:
     header_timeout_ms: int
     max_pending_connections: int
     cgroups: bool
+    log_max_bytes: int
+    log_keep: int
 
     @property
     def key_file(self) -> Path:
@@ -322,6 +324,8 @@ def parse_document(document: Mapping[str, Any], config_path: Path) -> SpriteSett
         header_timeout_ms=local.duration_ms("http.header-timeout"),
         max_pending_connections=local.integer("http.max-pending-connections"),
         cgroups=local.flag("session.cgroups"),
+        log_max_bytes=local.size_bytes("log.max-size"),
+        log_keep=local.integer("log.keep"),
     )
 
 

@@ -43,6 +43,11 @@ def header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def header_values(scope: Scope, name: bytes) -> list[str]:
+    """Every value of header ``name`` (lowercase bytes), in order."""
+    return [bytes(value).decode("latin-1") for key, value in scope.get("headers", []) if key == name]
+
+
 def _port(scope: Scope) -> int | None:
     server = scope.get("server")
     if not server or len(server) < 2 or not isinstance(server[1], int):
@@ -69,8 +74,11 @@ def host_allowed(scope: Scope, extra_names: Iterable[str] = ()) -> bool:
 def bearer(scope: Scope) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` header (any case of the scheme)."""
     value = header(scope, b"authorization")
-    if value is None:
-        return None
+    return None if value is None else bearer_token(value)
+
+
+def bearer_token(value: str) -> str | None:
+    """The token of one ``Authorization`` value ``Bearer <token>`` (any case of the scheme)."""
     scheme, _, token = value.strip().partition(" ")
     token = token.strip()
     return token if scheme.lower() == "bearer" and token else None

@@ -121,6 +121,8 @@ class SessionOutput:
                 where += f" ({self._spill_error})"
         elif self._spill.error is not None:
             where = f"full output in {self._spill_path}, cut short ({self._spill.error})"
+        elif self._spill.truncated:  # at the cap: the file holds the stream's beginning only
+            where = f"the first {size_text(self._spill.cap_bytes)} of the output in {self._spill_path}"
         else:
             where = f"full output in {self._spill_path}"
         notice = f"[zodex] {total - len(tail)} characters omitted; showing the last {len(tail)}; {where}\n"
@@ -197,3 +199,11 @@ class SessionOutput:
         self._spill = spill
         spill.write(head)
         spill.write(text)
+
+
+def size_text(size: int) -> str:
+    """A byte count as the docs write it: ``16 MiB``, ``512 KiB``, else ``N bytes``."""
+    for unit, name in ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit} {name}"
+    return f"{size} bytes"

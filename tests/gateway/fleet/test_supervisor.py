@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -389,3 +390,91 @@ async def test_a_spawn_lock_another_account_made_is_replaced_not_waited_on(
         assert lock.stat().st_uid == 0, "replaced by the gateway's own"
     finally:
         holder.communicate("")
+
+
+async def test_a_tombstone_file_is_read_off_the_event_loop(
+    owned: Runtime, supervisor: Supervisor, workdir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Up to 64 MiB the agent may have written: never read or decoded on the loop."""
+    from zodex_protocol import tombstones
+
+    handle = SessionHandle.new(worker_id_for(workdir), 3)
+    exit_file = owned.layout.exit_file(handle.worker_id, 3)
+    exit_file.parent.mkdir(parents=True, exist_ok=True)
+    exit_file.write_bytes(b"\x81\xa1h\x80")
+    threads: list[threading.Thread] = []
+    answer = tombstones.answer_from_file
+
+    def recording(path: Path, text: str, now: float | None = None) -> SessionResult | None:
+        threads.append(threading.current_thread())
+        return answer(path, text, now)
+
+    monkeypatch.setattr(tombstones, "answer_from_file", recording)
+    with pytest.raises(ProtocolError) as caught:
+        await supervisor.route_handle(str(handle))
+    assert caught.value.code == ErrorCode.UNKNOWN_HANDLE
+    assert threads and threads[0] is not threading.main_thread()
+
+
+class RefusingLauncher:
+    """A launcher that cannot start anything: the account has no process to spare."""
+
+    def __init__(self, error: OSError) -> None:
+        self.error = error
+
+    async def spawn(self, spec: Any) -> Any:
+        raise self.error
+
+    def kill_started(self, worker: Any) -> None: ...
+
+    def kill_record(self, record: WorkerRecord) -> None: ...
+
+    def end_orphans(self, marker: str) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (OSError(11, "Resource temporarily unavailable"), "Resource temporarily unavailable"),
+        (
+            OSError(
+                "cannot start the worker: the agent's account cannot start another process (its process limit is reached)"
+            ),
+            "cannot start the worker: the agent's account cannot start another process (its process limit is reached)",
+        ),
+    ],
+)
+async def test_a_worker_that_cannot_be_started_is_a_tool_error(
+    owned: Runtime, workdir: str, error: OSError, reason: str
+) -> None:
+    """Not an exception with an errno: the documented tool error (docs/tools.md#errors)."""
+    supervisor = Supervisor(owned, RefusingLauncher(error))
+    try:
+        with pytest.raises(ProtocolError) as refused:
+            await supervisor.worker_for(workdir)
+    finally:
+        await supervisor.shutdown()
+    assert refused.value.code == ErrorCode.WORKER_UNAVAILABLE
+    assert refused.value.message == f"could not start a worker for {workdir}: {reason}; retry"
+
+
+@pytest.mark.parametrize("which", ["started", "exit"])
+async def test_a_directory_planted_at_an_incarnation_file_is_removed_or_refused(
+    owned: Runtime, workdir: str, which: str
+) -> None:
+    layout = owned.layout
+    worker_id = worker_id_for(workdir)
+    planted = layout.started_file(worker_id, 1) if which == "started" else layout.exit_file(worker_id, 1)
+    (planted / "inside").mkdir(parents=True)
+    async with supervising(owned) as supervisor:
+        with pytest.raises(ProtocolError) as refused:
+            await supervisor.worker_for(workdir)
+        assert refused.value.code == ErrorCode.WORKER_UNAVAILABLE
+        assert refused.value.message == (
+            f"could not start a worker for {workdir}: {planted} is in the way and cannot be removed; "
+            "remove it, then retry"
+        )
+        assert not layout.record_file(worker_id).exists(), "nothing started"
+        (planted / "inside").rmdir()  # now empty: removed by the next call
+        client = await supervisor.worker_for(workdir)
+        assert (await run(client, "echo ok", workdir))["output"] == "ok\n"

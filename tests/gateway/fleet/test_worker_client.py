@@ -9,6 +9,8 @@ import asyncio
 import os
 import signal
 import tempfile
+import threading
+import tracemalloc
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -208,3 +210,95 @@ async def test_retire_stops_only_an_idle_worker(worker: WorkerProcess, tmp_path:
         assert await client.request(messages.RETIRE, {}, timeout=10) == {"stopping": True}
     assert worker.wait_exit() == 0
     assert worker.layout.exit_file(worker.worker_id, worker.incarnation).is_file()
+
+
+@asynccontextmanager
+async def stand_in_worker(
+    key: bytes, **client_args: Any
+) -> AsyncIterator[tuple[WorkerClient, zmq.asyncio.Socket]]:
+    """A client connected to a stand-in worker's ROUTER, which the test answers with."""
+    root = Path(tempfile.mkdtemp(prefix="zx", dir="/tmp"))
+    endpoint = f"ipc://{root / 'req'}"
+    me = proctree.read_proc(os.getpid())
+    assert me is not None
+    record = WorkerRecord(
+        "w0", 1, os.getpid(), me.start, str(root), endpoint, f"ipc://{root / 'pub'}", PROTOCOL_VERSION
+    )
+    context = zmq.asyncio.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(endpoint)
+    client = WorkerClient(record, context, WireCodec(key), lambda _c: None, **client_args)
+    try:
+        yield client, router
+    finally:
+        client.close()
+        router.close(linger=0)
+        context.destroy(linger=0)
+        for leftover in root.iterdir():
+            leftover.unlink()
+        root.rmdir()
+
+
+async def test_a_reply_over_the_maximum_message_size_is_never_read() -> None:
+    """ZMQ_MAXMSGSIZE on the client's socket: a 'worker' sending more than the argument
+    limits allow is cut off before its frame is buffered; the request fails by its timeout."""
+    key = b"k" * 32
+    codec = WireCodec(key)
+    async with stand_in_worker(key, max_message=64 * 1024) as (client, router):
+        asked = asyncio.create_task(client.request(messages.PING, {}, timeout=3))
+        identity, *frames = await asyncio.wait_for(router.recv_multipart(), 10)
+        request = codec.deserialize(frames)
+        huge = codec.serialize(request.reply(messages.PONG, {"pad": "x" * (256 * 1024)}))
+        await router.send_multipart([identity, *huge])
+        with pytest.raises(TimeoutError):
+            await asked
+
+
+async def test_a_reply_bomb_is_refused_within_bounds() -> None:
+    """Signed (the agent holds the runtime key in Sprite), small on the wire, millions of
+    empty maps once decoded: refused, and the genuine reply after it is still read."""
+    key = b"k" * 32
+    codec = WireCodec(key)
+    async with stand_in_worker(key) as (client, router):
+        asked = asyncio.create_task(client.request(messages.PING, {}, timeout=20))
+        identity, *frames = await asyncio.wait_for(router.recv_multipart(), 10)
+        request = codec.deserialize(frames)
+        bomb = codec.serialize(request.reply(messages.PONG, {"maps": [{}] * 2_000_000}))
+        genuine = codec.serialize(request.reply(messages.PONG, {"live_sessions": 1}))
+        tracemalloc.start()
+        try:
+            await router.send_multipart([identity, *bomb])
+            await router.send_multipart([identity, *genuine])
+            assert await asyncio.wait_for(asked, 20) == {"live_sessions": 1}
+            _now, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        # Unbounded, 2,000,000 dicts cost well over 100 MB.
+        assert peak < 40 * 1024 * 1024, peak
+
+
+async def test_a_large_reply_is_decoded_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    key = b"k" * 32
+    codec = WireCodec(key)
+    threads: list[threading.Thread] = []
+    decode = WireCodec.decode
+
+    def recording(self: WireCodec, frames: list[bytes]) -> Envelope:
+        threads.append(threading.current_thread())
+        return decode(self, frames)
+
+    monkeypatch.setattr(WireCodec, "decode", recording)
+    async with stand_in_worker(key) as (client, router):
+        for size in (100, 2 * 1024 * 1024):
+            asked = asyncio.create_task(client.request(messages.PING, {}, timeout=20))
+            identity, *frames = await asyncio.wait_for(router.recv_multipart(), 10)
+            request = codec.deserialize(frames)
+            await router.send_multipart(
+                [identity, *codec.serialize(request.reply(messages.PONG, {"pad": "x" * size}))]
+            )
+            assert (await asyncio.wait_for(asked, 20))["pad"] == "x" * size
+    main = threading.main_thread()
+    # The request's own decode (by the stand-in) runs here too; the last two are the client's.
+    assert threads[-1] is not main, "the 2 MiB reply: on a thread"
+    assert main in threads[:-1], "a small reply: on the loop"

@@ -127,3 +127,19 @@ def test_serve_commands_refuse_a_missing_or_bad_config_in_one_line(tmp_path: Pat
         assert done.exit_code == 1
         assert done.output.startswith(f"zodex {command} serve: {tmp_path}: cannot read: ")
         assert done.output.count("\n") == 1, done.output
+
+
+def test_the_cap_on_pending_connections_and_log_rotation_are_read() -> None:
+    settings = parse_host_document(
+        {**_host(**{"max-pending-connections": 16}), "log": {"max-size": "1mb", "keep": "5"}}, CONFIG
+    )
+    assert settings.max_pending_connections == 16
+    assert (settings.sprite.log_max_bytes, settings.sprite.log_keep) == (1024 * 1024, 5)
+    assert parse_host_document(_host(), CONFIG).max_pending_connections == 256
+    for bad in (0, 65537, "16", True):
+        with pytest.raises(
+            ConfigError, match=r"host\.max-pending-connections must be a whole number from 1 to 65536"
+        ):
+            parse_host_document(_host(**{"max-pending-connections": bad}), CONFIG)
+    with pytest.raises(ConfigError, match=r"log\.max-size"):
+        parse_host_document({**_host(), "log": {"max-size": "1kb"}}, CONFIG)

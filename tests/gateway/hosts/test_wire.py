@@ -18,11 +18,11 @@ import zmq.asyncio
 
 from tests.support.curve_peer import refused_handshake
 from zodex_gateway.fleet.remote import RemoteDispatcher
-from zodex_gateway.hosts.host_server import HANDSHAKE_IVL_MS, HostServer, IncarnationCheck, max_message_bytes
+from zodex_gateway.hosts.host_server import HANDSHAKE_IVL_MS, HostServer, IncarnationCheck
 from zodex_protocol.envelope import new_key
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle
-from zodex_protocol.limits import Limits
+from zodex_protocol.limits import Limits, max_message_bytes
 from zodex_protocol.replies import Patched, SessionResult
 
 RESULT = SessionResult(

@@ -149,3 +149,47 @@ def test_logs_without_a_state_directory_says_so(ready_sprite: Sprite) -> None:
 
     shutil.rmtree(ready_sprite.state / "logs")
     one_line_error(ready_sprite.run("logs"), f"no log directory {Path(ready_sprite.state / 'logs')}")
+
+
+RAW_CONTROLS = "\x1b[2J\x1b]0;owned\x07\r\x00\x7f\x85\x9b31m\u2028\u2029\u202e\u2066"
+
+
+def test_logs_never_print_a_raw_control_character(ready_sprite: Sprite) -> None:
+    """Whatever is in the file (an older log, a line written by something else), what
+    `logs` prints holds no control character, escape sequence or bidi override."""
+    log = ready_sprite.state / "logs" / "sprite.log"
+    log.write_text(f"ok line\nworker for /w/{RAW_CONTROLS}x started\n", encoding="utf-8")
+    shown = ready_sprite.run("logs", "--lines", "2")
+    assert shown.returncode == 0, shown.stderr
+    first, second = shown.stdout.splitlines()
+    assert first == "ok line"
+    assert second == (
+        "worker for /w/\\x1b[2J\\x1b]0;owned\\x07\\r\\x00\\x7f\\x85\\x9b31m\\u2028\\u2029\\u202e\\u2066x started"
+    )
+    assert all(ch.isprintable() for ch in shown.stdout.replace("\n", ""))
+
+
+def test_logs_follow_never_prints_a_raw_control_character(ready_sprite: Sprite) -> None:
+    log = ready_sprite.state / "logs" / "sprite.log"
+    log.write_text("before\n")
+    follower = subprocess.Popen(
+        [ZODEX, "sprite", "logs", "--follow", "--config", str(ready_sprite.config)],
+        stdout=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert follower.stdout is not None
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in follower.stdout or ()], daemon=True)
+    reader.start()
+    try:
+        assert lines.get(timeout=10) == "before\n"
+        with log.open("a", encoding="utf-8") as out:
+            out.write(f"after {RAW_CONTROLS}\n")
+        shown = lines.get(timeout=10)
+        assert shown.startswith("after \\x1b[2J") and all(ch.isprintable() for ch in shown.rstrip("\n"))
+    finally:
+        follower.terminate()
+        follower.wait(10)
+        reader.join(10)
+        follower.stdout.close()

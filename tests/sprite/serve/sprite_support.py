@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,13 +117,26 @@ class Sprite:
             text=True,
             cwd="/",
         )
+        # Drained as it comes, as journald would: a full pipe would block the service's logging.
+        self._output: list[str] = []
+        self._drain = threading.Thread(target=self._read_output, args=(self.process,), daemon=True)
+        self._drain.start()
         wait_until(self._healthy, timeout=30, what="the Sprite service to answer /health")
+
+    def _read_output(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self._output.append(line)
+
+    def output(self) -> str:
+        """What the service wrote to its stdout and stderr so far."""
+        return "".join(self._output)
 
     def _healthy(self) -> bool:
         assert self.process is not None
         if self.process.poll() is not None:
-            output = self.process.stdout.read() if self.process.stdout else ""
-            raise AssertionError(f"zodex sprite serve exited ({self.process.returncode}): {output}")
+            self._drain.join(timeout=10)
+            raise AssertionError(f"zodex sprite serve exited ({self.process.returncode}): {self.output()}")
         try:
             with self.client() as http:
                 return http.get("/health").status_code == 200
@@ -142,8 +156,9 @@ class Sprite:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.process.stdout is not None and not self.process.stdout.closed:
-            self.extra["output"] = self.process.stdout.read()
+        self._drain.join(timeout=10)
+        self.extra["output"] = self.output()
+        if self.process.stdout is not None:
             self.process.stdout.close()
         return self.process.returncode
 

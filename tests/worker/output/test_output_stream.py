@@ -284,3 +284,28 @@ def test_memory_stays_bounded_under_large_volume(tmp_path: Path) -> None:
     assert fields["output_chars"] == fed // len(chunk) * cleaned_per_chunk
     assert fields["output_file_truncated"] is True
     assert (tmp_path / "flood.log").stat().st_size == MiB  # ASCII: the cap is met exactly
+
+
+def test_the_notice_of_a_capped_file_says_it_holds_the_first_part(spill_dir: Path) -> None:
+    """Past the cap the file is not the full output: the notice must not say it is."""
+    session = SessionOutput(spill_dir=spill_dir, spill_name="capped", file_cap_bytes=64 * 1024)
+    session.feed(("x" * 99 + "\n").encode() * 2000)  # 200,000 characters, over the 64 KiB cap
+    delta = session.take_delta()
+    session.close()
+    fields = spill_fields(session)
+    assert fields is not None and fields["output_file_truncated"] is True
+    path = spill_dir / "capped.log"
+    assert delta.splitlines()[0] == (
+        f"[zodex] {200_000 - 4000} characters omitted; showing the last 4000; "
+        f"the first 64 KiB of the output in {path}"
+    )
+    assert path.stat().st_size == 64 * 1024
+    assert "full output" not in delta
+
+
+def test_the_notice_before_the_cap_still_says_full_output(spill_dir: Path) -> None:
+    session = SessionOutput(spill_dir=spill_dir, spill_name="uncapped", file_cap_bytes=1000 * 1000)
+    session.feed(("x" * 99 + "\n").encode() * 200)
+    delta = session.take_delta()
+    session.close()
+    assert delta.splitlines()[0].endswith(f"; full output in {spill_dir / 'uncapped.log'}")
