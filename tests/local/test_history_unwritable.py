@@ -110,8 +110,9 @@ async def test_stops_are_carried_out_and_logged_when_history_cannot_write(tmp_pa
                     await wait_for(lambda pid=pid: not pid_alive(pid), what=f"command {pid} to end")
 
             log = runtime_log(local)
+            # A string argument's backslash is doubled in the log (docs/security.md#logs).
             for (handle, _pid), how in (
-                (killed, "kill_process"), (interrupted, "Ctrl-C"), (quit_, "Ctrl-\\"), (ended, "Ctrl-D")
+                (killed, "kill_process"), (interrupted, "Ctrl-C"), (quit_, "Ctrl-\\\\"), (ended, "Ctrl-D")
             ):  # fmt: skip
                 [line] = [line for line in log.splitlines() if json.dumps(handle) in line]
                 assert (
