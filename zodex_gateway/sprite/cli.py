@@ -142,6 +142,35 @@ def setup(config_path: Path | None, agent_home: Path | None, **flags: str | None
 
 
 @sprite.command()
+@click.option(
+    "--install-dir",
+    type=click.Path(path_type=Path),
+    default=Path("/opt/zodex"),
+    show_default=True,
+    help="Where to install Zodex, for every account to run.",
+)
+@_one_line_errors
+def install(install_dir: Path) -> None:
+    """Install Zodex in --install-dir, and nothing else: no account, config, key, workspace or
+    unit. For hosts of a fleet, an image, or a setup to come; safe to run again (it replaces
+    the installation only once the new one works)."""
+    from . import install as installing
+    from .setup import require_root
+
+    require_root("install")
+    if not install_dir.is_absolute():
+        fail(f"--install-dir must be an absolute path, got {str(install_dir)!r}")
+    installing.check_install_dir(install_dir)
+    # Checked as nobody: an account with no access of its own can run what was installed.
+    installed = installing.install_zodex(install_dir, "nobody", "nobody")
+    click.echo(
+        f"Zodex installed in {install_dir} with {installed.distributions} distributions it requires, "
+        f"on {installed.python}; every account can run it"
+    )
+    click.echo(f"from now on use {installed.zodex} (e.g. {installed.zodex} host serve --config …)")
+
+
+@sprite.command()
 @_config_option
 def serve(config_path: Path | None) -> None:
     """Run the service in the foreground (what the systemd unit runs)."""

@@ -207,3 +207,37 @@ def test_an_install_dir_others_could_swap_is_refused(sprite: Sprite) -> None:
     )
     assert sorted(p.name for p in sprite.root.iterdir()) == ["shared"], "nothing made"
     assert tree(shared) == {}
+
+
+def test_install_only_installs(tmp_path: Path) -> None:
+    """`zodex sprite install` (docs/deploy.md's first step): the installation every account
+    can run, and no account, config, key or unit."""
+    if os.geteuid() != 0:
+        pytest.skip("zodex sprite install needs root")
+    base = Path(tempfile.mkdtemp(prefix="zodex-install-", dir="/tmp"))
+    base.chmod(0o755)
+    target = base / "opt" / "zodex"
+    users_before = Path("/etc/passwd").read_text()
+    try:
+        zodex = [sys.executable, "-c", ZODEX_MAIN]
+        done = subprocess.run([*zodex, "sprite", "install", "--install-dir", str(target)],
+                              capture_output=True, text=True, timeout=170, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert (
+            f"Zodex installed in {target} with " in done.stdout and "every account can run it" in done.stdout
+        )
+        assert f"from now on use {target / 'bin' / 'zodex'} " in done.stdout
+        ran = subprocess.run(
+            ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", str(target / "bin" / "zodex"), "--version"],
+            capture_output=True, text=True, timeout=60, check=False, env=CLEAN_ENV, cwd="/",
+        )  # fmt: skip
+        assert ran.returncode == 0 and "version" in ran.stdout, ran.stderr
+        assert sorted(p.name for p in base.iterdir()) == ["opt"] and sorted(
+            p.name for p in target.parent.iterdir()
+        ) == ["zodex"]
+        assert Path("/etc/passwd").read_text() == users_before, "no account made"
+        refused = subprocess.run([*zodex, "sprite", "install", "--install-dir", "relative/dir"],
+                                 capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        one_line_error(refused, "--install-dir must be an absolute path, got 'relative/dir'")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
