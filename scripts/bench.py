@@ -449,7 +449,7 @@ async def fleet_rows(n: int) -> list[Row]:
     gateway, the host and the Sprite service."""
     import fleet_harness as fh
 
-    from zodex_gateway.hosts import keys
+    from zodex_gateway.fleet import keys
 
     reason = fh.netns_unavailable()
     if reason is not None:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import httpx
 
-from zodex_gateway.hosts import keys
+from zodex_gateway.fleet import keys
 from zodex_gateway.sprite.accounts import Account, lookup_user
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,8 @@ import click
 from zodex_gateway.config.operator_command import zodex_command
 from zodex_gateway.config.settings import LocalConfig, config_path, format_value
 from zodex_gateway.config.units import ConfigError, parse_duration_ms
+from zodex_gateway.fleet.cli import gateway, host
 from zodex_gateway.history import HistoryStore, clear_history, render
-from zodex_gateway.hosts.cli import gateway, host
 from zodex_gateway.local import lifecycle
 from zodex_gateway.local.address import rotate_token as rotate_mcp_token
 from zodex_gateway.local.bearer import ensure_bearer, rotate_bearer

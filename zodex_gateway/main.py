@@ -13,12 +13,12 @@ from pathlib import Path
 import click
 
 from zodex_gateway.agents.session_ids import BadSessionKey, load_or_create_session_ids
-from zodex_gateway.fleet.runtime import Runtime
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.mcp.http_guard import load_or_create_token
 from zodex_gateway.redaction import SECRETS, watch_secret_files
 from zodex_gateway.serve.transports import http_transport, serve_until_stopped, stdio_transport
 from zodex_gateway.web.server import listen
+from zodex_gateway.workers.runtime import Runtime
 from zodex_protocol.limits import Limits
 from zodex_system import log_lines, xdg
 from zodex_system.private_dirs import UnsafeDirectory

@@ -29,7 +29,7 @@ from tests.deploy.manifests import HAPROXY_CFG, container, one
 from tests.sprite.serve.sprite_support import free_port
 from tests.support.accounts import Account, require_root, runnable_install, throwaway_account
 from tests.support.waiting import wait_until
-from zodex_gateway.hosts import keys
+from zodex_gateway.fleet import keys
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.manifests import AGENT_UID, SERVICE_UID, container, host_template, one
-from zodex_gateway.hosts.keys import gateway_keys, keygen, read_public_key, read_z85_secret
-from zodex_gateway.hosts.settings import load_host_settings
+from zodex_gateway.fleet.keys import gateway_keys, keygen, read_public_key, read_z85_secret
+from zodex_gateway.fleet.settings import load_host_settings
 
 MOUNTS = (
     "/config-template",

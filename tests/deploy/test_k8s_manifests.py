@@ -249,7 +249,7 @@ def test_the_account_ids_are_the_image_s() -> None:
 def test_gateway_toml_is_one_the_gateway_loads() -> None:
     from pathlib import Path
 
-    from zodex_gateway.hosts.settings import parse_gateway_document
+    from zodex_gateway.fleet.settings import parse_gateway_document
 
     settings = parse_gateway_document(gateway_toml(), Path("/etc/zodex/gateway.toml"))
     assert [h.name for h in settings.hosts] == ["zodex-host-0", "zodex-host-1"]

@@ -28,7 +28,7 @@ from tests.fleet.fleet_support import (
 )
 from tests.support.accounts import runnable_install
 from tests.support.curve_peer import refused_handshake
-from zodex_gateway.hosts import keys
+from zodex_gateway.fleet import keys
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -20,7 +20,7 @@ from tests.fleet.fleet_support import (
 )
 from tests.support.accounts import runnable_install
 from tests.support.waiting import wait_until
-from zodex_gateway.hosts import keys
+from zodex_gateway.fleet import keys
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -26,7 +26,7 @@ SERVER_MODULES = (
     "zodex_gateway.mcp",
     "zodex_gateway.observer",
     "zodex_gateway.serve",
-    "zodex_gateway.fleet",
+    "zodex_gateway.workers",
     "zodex_gateway.viewers",
 )
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.gateway import GatewayEnv, gateway_env, pid_alive, stdio_gateway, wait_for
 from tests.support.poll_probe import TYPED, PollProbe
-from zodex_gateway.fleet.supervisor import lost_message
+from zodex_gateway.workers.supervisor import lost_message
 from zodex_protocol.layout import WorkerRecord
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,2 +1,2 @@
-"""The workers of one runtime: the runtime directory, the supervisor that spawns and watches
-workers, the restart policy, the ZeroMQ client, and the dispatcher the tools call."""
+"""Fleet mode: worker hosts (``zodex host serve``) and the gateways that route to them
+(``zodex gateway serve``) over ZeroMQ with CURVE (docs/fleet.md)."""

@@ -21,7 +21,6 @@ import time
 
 from zodex_gateway.agents.session_ids import BadSessionKey, load_or_create_session_ids
 from zodex_gateway.config.settings import LocalConfig, config_path
-from zodex_gateway.fleet.runtime import Runtime, default_shell
 from zodex_gateway.local.address import PortUnavailable, listen_mcp, mcp_token, token_refusal
 from zodex_gateway.local.bearer import ensure_bearer
 from zodex_gateway.local.discovery import RUNTIME_ENV, Discovery, OwnedProcess, iso, write_owned
@@ -33,6 +32,7 @@ from zodex_gateway.redaction import SECRETS, RedactingFormatter, watch_secret_fi
 from zodex_gateway.serve.transports import ObserverServing, http_transport, serve_until_stopped
 from zodex_gateway.web.listener_limits import ListenerLimits
 from zodex_gateway.web.server import base_url, listen
+from zodex_gateway.workers.runtime import Runtime, default_shell
 from zodex_system import proctree
 from zodex_system.private_dirs import UnsafeDirectory
 

@@ -21,12 +21,12 @@ from zodex_gateway.agents.alias import clean_alias
 from zodex_gateway.agents.identity import KnownAgents, identity_key
 from zodex_gateway.config.package_version import zodex_version
 from zodex_gateway.context import ContextProvider, attach
-from zodex_gateway.fleet.dispatcher import Dispatcher
 from zodex_gateway.history import AgentRecord, FileChange, HistoryStore, HistoryUnavailable
 from zodex_gateway.mcp import tools
 from zodex_gateway.mcp.call_log import CallLog, CallNote
 from zodex_gateway.mcp.instructions import SERVER_NAME, instructions, sprite_instructions
 from zodex_gateway.redaction import SECRETS, SecretRegistry, SessionResults
+from zodex_gateway.workers.dispatcher import Dispatcher
 from zodex_protocol.errors import ProtocolError
 from zodex_protocol.limits import Limits
 from zodex_protocol.replies import Patched

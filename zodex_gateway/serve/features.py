@@ -12,12 +12,12 @@ from pathlib import Path
 from zodex_gateway.config.settings import LocalConfig, config_path
 from zodex_gateway.config.units import ConfigError
 from zodex_gateway.context import ContextProvider, ContextSwitches
-from zodex_gateway.fleet.supervisor import Supervisor
 from zodex_gateway.history import HistoryStore
 from zodex_gateway.history.capture import EventCapture
 from zodex_gateway.mcp.server import LocalFeatures
 from zodex_gateway.observer.feed import ObserverFeed
 from zodex_gateway.observer.hub import EventHub
+from zodex_gateway.workers.supervisor import Supervisor
 
 log = logging.getLogger("zodex.gateway")
 

@@ -13,10 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from zodex_gateway.agents.session_ids import SessionIds
-from zodex_gateway.fleet.dispatcher import ZmqDispatcher
-from zodex_gateway.fleet.launcher import Launcher
-from zodex_gateway.fleet.runtime import Runtime
-from zodex_gateway.fleet.supervisor import Supervisor
 from zodex_gateway.mcp.http_guard import MISSING_TOKEN, GuardedMcpApp
 from zodex_gateway.mcp.jsonrpc_input import AnsweringReadStream
 from zodex_gateway.mcp.server import ToolHandlers, server_for
@@ -24,6 +20,10 @@ from zodex_gateway.serve.features import FeatureOptions, open_features
 from zodex_gateway.serve.stdio_pipes import loop_stdio
 from zodex_gateway.web.listener_limits import ListenerLimits
 from zodex_gateway.web.server import Listeners, base_url
+from zodex_gateway.workers.dispatcher import ZmqDispatcher
+from zodex_gateway.workers.launcher import Launcher
+from zodex_gateway.workers.runtime import Runtime
+from zodex_gateway.workers.supervisor import Supervisor
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from zodex_gateway.fleet.launcher import StartedWorker, WorkerSpec
 from zodex_gateway.sprite import helper
+from zodex_gateway.workers.launcher import StartedWorker, WorkerSpec
 from zodex_protocol.layout import WorkerRecord
 
 log = logging.getLogger("zodex.sprite")

@@ -31,10 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zodex_gateway.config.package_version import zodex_version
-from zodex_gateway.fleet.dispatcher import ZmqDispatcher
-from zodex_gateway.fleet.runtime import Runtime
-from zodex_gateway.fleet.runtime_dirs import hold_lock, write_owner_file
-from zodex_gateway.fleet.supervisor import Supervisor
 from zodex_gateway.mcp.http_guard import GuardedMcpApp
 from zodex_gateway.mcp.server import ToolHandlers
 from zodex_gateway.redaction import SECRETS
@@ -48,6 +44,10 @@ from zodex_gateway.sprite.reach import unreadable_import_root
 from zodex_gateway.sprite.settings import SpriteSettings
 from zodex_gateway.sprite.unit import serve_command
 from zodex_gateway.web.server import Listeners, listen
+from zodex_gateway.workers.dispatcher import ZmqDispatcher
+from zodex_gateway.workers.runtime import Runtime
+from zodex_gateway.workers.runtime_dirs import hold_lock, write_owner_file
+from zodex_gateway.workers.supervisor import Supervisor
 from zodex_protocol.envelope import new_key
 from zodex_protocol.layout import RuntimeLayout
 from zodex_system import log_lines

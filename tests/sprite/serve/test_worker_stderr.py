@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from zodex_gateway.fleet.launcher import WorkerSpec
 from zodex_gateway.sprite import helper
 from zodex_gateway.sprite.launcher import STDERR_BURST_LINES, HelperLauncher, LineBudget, _log_stderr
+from zodex_gateway.workers.launcher import WorkerSpec
 from zodex_protocol.limits import Limits
 from zodex_system.log_lines import LogFormatter
 

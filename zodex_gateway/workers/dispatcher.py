@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from zodex_gateway.fleet.supervisor import Supervisor, lost_message
+from zodex_gateway.workers.supervisor import Supervisor, lost_message
 from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.replies import Patched, SessionResult

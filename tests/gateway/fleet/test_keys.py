@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from tests.support.second_user import run_as_second_user, second_user_python
 from zodex_gateway.cli import cli
-from zodex_gateway.hosts import keys
+from zodex_gateway.fleet import keys
 
 
 def _mode(path: Path) -> int:

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from zodex_gateway.fleet.runtime_dirs import (
+from zodex_gateway.workers.runtime_dirs import (
     UNMARKED_GRACE_S,
     hold_lock,
     holds,

@@ -20,12 +20,12 @@ from pathlib import Path
 import zmq
 import zmq.asyncio
 
-from zodex_gateway.fleet import spawn_lock
-from zodex_gateway.fleet.idle_workers import IdleWorkerCap
-from zodex_gateway.fleet.launcher import DirectLauncher, Launcher, StartedWorker, WorkerSpec
-from zodex_gateway.fleet.restart_policy import RestartPolicy
-from zodex_gateway.fleet.runtime import Runtime
-from zodex_gateway.fleet.worker_client import WorkerClient
+from zodex_gateway.workers import spawn_lock
+from zodex_gateway.workers.idle_workers import IdleWorkerCap
+from zodex_gateway.workers.launcher import DirectLauncher, Launcher, StartedWorker, WorkerSpec
+from zodex_gateway.workers.restart_policy import RestartPolicy
+from zodex_gateway.workers.runtime import Runtime
+from zodex_gateway.workers.worker_client import WorkerClient
 from zodex_protocol import messages, tombstones
 from zodex_protocol.envelope import WireCodec
 from zodex_protocol.errors import STOPPING_MESSAGE, ErrorCode, ProtocolError

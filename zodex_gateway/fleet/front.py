@@ -13,7 +13,7 @@ from typing import Any
 
 from starlette.types import Message, Receive, Scope, Send
 
-from zodex_gateway.hosts import keys
+from zodex_gateway.fleet import keys
 from zodex_gateway.sprite.auth import KeySource, SpriteFront
 from zodex_gateway.sprite.key import KeyRefused, check_key
 

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zodex_gateway.fleet.runtime_dirs import hold_lock, holds, remove_abandoned_runtimes, write_owner_file
+from zodex_gateway.workers.runtime_dirs import hold_lock, holds, remove_abandoned_runtimes, write_owner_file
 from zodex_protocol.envelope import new_key, read_key_file
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.layout import RuntimeLayout

@@ -17,8 +17,8 @@ import zmq
 import zmq.asyncio
 
 from tests.support.curve_peer import refused_handshake
+from zodex_gateway.fleet.host_server import HANDSHAKE_IVL_MS, HostServer, IncarnationCheck
 from zodex_gateway.fleet.remote import RemoteDispatcher
-from zodex_gateway.hosts.host_server import HANDSHAKE_IVL_MS, HostServer, IncarnationCheck
 from zodex_protocol.envelope import new_key
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from zodex_gateway.hosts.refusal_log import LOG_EVERY_S, MAX_KEYS, RefusalLog
+from zodex_gateway.fleet.refusal_log import LOG_EVERY_S, MAX_KEYS, RefusalLog
 
 FIRST = re.compile(r"refused a gateway whose key is not allowed: (\S+)$")
 COUNT = re.compile(

@@ -10,7 +10,7 @@ from typing import NoReturn
 import click
 
 from zodex_gateway.config.units import ConfigError
-from zodex_gateway.hosts.settings import (
+from zodex_gateway.fleet.settings import (
     DEFAULT_GATEWAY_CONFIG,
     DEFAULT_HOST_CONFIG,
     GATEWAY_CONFIG_ENV,
@@ -55,7 +55,7 @@ def host_serve(config_path: Path | None) -> None:
     except ConfigError as exc:
         click.echo(f"zodex host serve: {exc}", err=True)
         sys.exit(1)
-    from zodex_gateway.hosts.host_service import main
+    from zodex_gateway.fleet.host_service import main
 
     sys.exit(main(settings))
 
@@ -74,7 +74,7 @@ def host_keygen(out_dir: Path, name: str, signing: bool, mcp: bool) -> None:
     if signing and mcp:
         _fail("--signing and --mcp write different keys: give one of them")
     kind = "signing" if signing else "mcp" if mcp else "curve"
-    from zodex_gateway.hosts import keys  # loads ZeroMQ, which the other commands do not need
+    from zodex_gateway.fleet import keys  # loads ZeroMQ, which the other commands do not need
 
     try:
         written = keys.keygen(_absolute(out_dir), name, kind)
@@ -105,6 +105,6 @@ def gateway_serve(config_path: Path | None) -> None:
     except ConfigError as exc:
         click.echo(f"zodex gateway serve: {exc}", err=True)
         sys.exit(1)
-    from zodex_gateway.hosts.gateway_service import main
+    from zodex_gateway.fleet.gateway_service import main
 
     sys.exit(main(settings))

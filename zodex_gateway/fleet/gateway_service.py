@@ -21,10 +21,10 @@ import zmq.asyncio
 from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.config.package_version import zodex_version
 from zodex_gateway.config.units import ConfigError
+from zodex_gateway.fleet import keys
+from zodex_gateway.fleet.front import FleetFront, McpKeySource, read_mcp_key
 from zodex_gateway.fleet.remote import RemoteDispatcher
-from zodex_gateway.hosts import keys
-from zodex_gateway.hosts.front import FleetFront, McpKeySource, read_mcp_key
-from zodex_gateway.hosts.settings import GatewaySettings, HostEntry
+from zodex_gateway.fleet.settings import GatewaySettings, HostEntry
 from zodex_gateway.mcp.http_guard import GuardedMcpApp
 from zodex_gateway.mcp.server import ToolHandlers
 from zodex_gateway.sprite.auth import SpriteFront

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from zodex_gateway.fleet.runtime import Runtime
-from zodex_gateway.fleet.supervisor import NewWorkerListener, Supervisor
+from zodex_gateway.workers.runtime import Runtime
+from zodex_gateway.workers.supervisor import NewWorkerListener, Supervisor
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import worker_id_for
 from zodex_protocol.layout import WorkerRecord

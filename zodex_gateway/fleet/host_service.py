@@ -20,14 +20,10 @@ import sys
 from dataclasses import dataclass
 
 from zodex_gateway.config.units import ConfigError
-from zodex_gateway.fleet.dispatcher import ZmqDispatcher
-from zodex_gateway.fleet.runtime import Runtime
-from zodex_gateway.fleet.runtime_dirs import hold_lock, write_owner_file
-from zodex_gateway.fleet.supervisor import Supervisor
-from zodex_gateway.hosts import keys
-from zodex_gateway.hosts.host_server import HostServer, IncarnationCheck
-from zodex_gateway.hosts.incarnations import start_incarnation
-from zodex_gateway.hosts.settings import HostSettings
+from zodex_gateway.fleet import keys
+from zodex_gateway.fleet.host_server import HostServer, IncarnationCheck
+from zodex_gateway.fleet.incarnations import start_incarnation
+from zodex_gateway.fleet.settings import HostSettings
 from zodex_gateway.serve.transports import Serve, StopSignal, serve_until_stopped
 from zodex_gateway.sprite.environment import COMMAND_SHELL, agent_environment
 from zodex_gateway.sprite.helper import AgentAccount, Helper, HelperConfig
@@ -44,6 +40,10 @@ from zodex_gateway.sprite.service import (
     service_and_agent,
     worker_python,
 )
+from zodex_gateway.workers.dispatcher import ZmqDispatcher
+from zodex_gateway.workers.runtime import Runtime
+from zodex_gateway.workers.runtime_dirs import hold_lock, write_owner_file
+from zodex_gateway.workers.supervisor import Supervisor
 from zodex_protocol.layout import RuntimeLayout
 from zodex_protocol.limits import max_message_bytes
 from zodex_system import descriptor_limit

@@ -11,11 +11,11 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from tests.gateway.hosts.test_wire import RESULT, Recorder
+from tests.gateway.fleet.test_wire import RESULT, Recorder
 from tests.support.waiting import wait_until
+from zodex_gateway.fleet import host_server
+from zodex_gateway.fleet.host_server import HostServer, IncarnationCheck
 from zodex_gateway.fleet.remote import RemoteDispatcher
-from zodex_gateway.hosts import host_server
-from zodex_gateway.hosts.host_server import HostServer, IncarnationCheck
 from zodex_protocol.envelope import new_key
 from zodex_protocol.limits import Limits
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from zodex_gateway.fleet.restart_policy import RestartPolicy
+from zodex_gateway.workers.restart_policy import RestartPolicy
 
 
 def crashed_at(*times: float, max_crashes: int = 3, window_s: float = 60.0) -> RestartPolicy:

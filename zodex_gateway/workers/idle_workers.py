@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final
 
-from zodex_gateway.fleet.worker_client import WorkerClient
+from zodex_gateway.workers.worker_client import WorkerClient
 from zodex_protocol import messages
 from zodex_protocol.errors import ProtocolError
 from zodex_protocol.replies import Pong

@@ -18,10 +18,10 @@ import zmq
 import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 
-from zodex_gateway.fleet.dispatcher import Dispatcher
-from zodex_gateway.hosts.pending_peers import PendingPeers
-from zodex_gateway.hosts.refusal_log import RefusalLog
-from zodex_gateway.hosts.settings import DEFAULT_MAX_PENDING
+from zodex_gateway.fleet.pending_peers import PendingPeers
+from zodex_gateway.fleet.refusal_log import RefusalLog
+from zodex_gateway.fleet.settings import DEFAULT_MAX_PENDING
+from zodex_gateway.workers.dispatcher import Dispatcher
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError

@@ -23,7 +23,7 @@ import zmq.asyncio
 from tests.support.gateway import wait_for
 from tests.support.poll_probe import TYPED, PollProbe
 from tests.support.worker_process import WorkerProcess, running_worker
-from zodex_gateway.fleet.worker_client import WorkerClient
+from zodex_gateway.workers.worker_client import WorkerClient
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from zodex_gateway.fleet.runtime import worker_argv
+from zodex_gateway.workers.runtime import worker_argv
 from zodex_protocol.layout import WorkerRecord
 from zodex_protocol.limits import Limits
 from zodex_system import descriptor_limit, proctree

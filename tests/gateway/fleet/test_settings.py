@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from zodex_gateway.cli import cli
 from zodex_gateway.config.units import ConfigError
-from zodex_gateway.hosts.settings import parse_gateway_document, parse_host_document
+from zodex_gateway.fleet.settings import parse_gateway_document, parse_host_document
 
 CONFIG = Path("/etc/zodex/test.toml")
 

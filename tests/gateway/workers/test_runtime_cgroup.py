@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cgroups import kill_and_remove, require_cgroups
-from zodex_gateway.fleet.runtime import Runtime
+from zodex_gateway.workers.runtime import Runtime
 from zodex_system import cgroups
 
 

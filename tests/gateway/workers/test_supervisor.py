@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from tests.support.gateway import wait_for
-from zodex_gateway.fleet import spawn_lock
-from zodex_gateway.fleet.restart_policy import RestartPolicy
-from zodex_gateway.fleet.runtime import Runtime
-from zodex_gateway.fleet.supervisor import Supervisor, lost_message
-from zodex_gateway.fleet.worker_client import WorkerClient
+from zodex_gateway.workers import spawn_lock
+from zodex_gateway.workers.restart_policy import RestartPolicy
+from zodex_gateway.workers.runtime import Runtime
+from zodex_gateway.workers.supervisor import Supervisor, lost_message
+from zodex_gateway.workers.worker_client import WorkerClient
 from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle, worker_id_for
