@@ -1,4 +1,5 @@
-"""``zodex``: the operator CLI. A thin click layer over typed functions (zodex_gateway.local)."""
+"""``zodex local …``: Zodex Local's commands, a thin click layer over typed functions
+(zodex_gateway.local)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import click
 from zodex_gateway.config.operator_command import zodex_command
 from zodex_gateway.config.settings import LocalConfig, config_path, format_value
 from zodex_gateway.config.units import ConfigError, parse_duration_ms
-from zodex_gateway.fleet.cli import gateway, host
 from zodex_gateway.history import HistoryStore, clear_history, render
 from zodex_gateway.local import lifecycle
 from zodex_gateway.local.address import rotate_token as rotate_mcp_token
@@ -21,8 +21,6 @@ from zodex_gateway.local.bearer import ensure_bearer, rotate_bearer
 from zodex_gateway.local.client_config import CLIENTS, connect_snippet, http_snippet
 from zodex_gateway.local.observer_access import observer_access
 from zodex_gateway.local.paths import LocalPaths
-from zodex_gateway.sprite.cli import sprite
-from zodex_system.private_dirs import UnsafeDirectory
 
 
 class Exit(IntEnum):
@@ -31,18 +29,12 @@ class Exit(IntEnum):
     REFUSED = 2  # the request is not allowed now or is malformed (config set while running, …)
 
 
-def _fail(message: str, code: Exit = Exit.FAILED) -> None:
+def fail(message: str, code: Exit = Exit.FAILED) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 
 
 @click.group()
-@click.version_option(package_name="zodex")
-def cli() -> None:
-    """Zodex operator CLI: run Zodex Local on this machine and connect MCP clients to it."""
-
-
-@cli.group()
 def local() -> None:
     """Zodex Local: a background runtime serving MCP on loopback as your own user."""
 
@@ -110,11 +102,11 @@ def start(path: str | None, ttl: str | None) -> None:
         try:
             ttl_seconds = parse_duration_ms(ttl) / 1000
         except ConfigError as exc:
-            _fail(f"--ttl: {exc}", Exit.REFUSED)
+            fail(f"--ttl: {exc}", Exit.REFUSED)
     try:
         result = lifecycle.start(LocalPaths.from_env(), path or os.getcwd(), ttl_seconds)
     except (lifecycle.LocalError, ConfigError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     d = result.discovery
     if result.already_running:
@@ -183,7 +175,7 @@ def config_get(key: str | None) -> None:
         for name, value, is_default in settings.items():
             click.echo(f"{name} = {value}{'  (default)' if is_default else ''}")
     except ConfigError as exc:
-        _fail(str(exc), Exit.REFUSED)
+        fail(str(exc), Exit.REFUSED)
 
 
 class _LiteralValue(click.Command):
@@ -217,7 +209,7 @@ def config_unset(key: str) -> None:
 def _refuse_while_running(before: str) -> None:
     running = lifecycle.active(LocalPaths.from_env())
     if running is not None:
-        _fail(
+        fail(
             f"Zodex Local is running (runtime {running.runtime_id}); stop it with "
             f"`{zodex_command('local', 'stop')}` {before}",
             Exit.REFUSED,
@@ -231,9 +223,9 @@ def _update_config(change: Callable[[LocalConfig], None]) -> None:
         change(settings)
         settings.save(config_path())
     except ConfigError as exc:
-        _fail(str(exc), Exit.REFUSED)
+        fail(str(exc), Exit.REFUSED)
     except OSError as exc:
-        _fail(f"cannot write {config_path()}: {exc.strerror or exc}")
+        fail(f"cannot write {config_path()}: {exc.strerror or exc}")
 
 
 @local.command()
@@ -263,7 +255,7 @@ def logs(lines: int, follow: bool) -> None:
     except KeyboardInterrupt:
         return  # Ctrl-C is how following ends
     except lifecycle.LocalError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 @local.group(invoke_without_command=True)
@@ -295,11 +287,11 @@ def history(
         try:
             since_ts = time.time() - parse_duration_ms(since) / 1000
         except ConfigError as exc:
-            _fail(f"--since: {exc}", Exit.REFUSED)
+            fail(f"--since: {exc}", Exit.REFUSED)
     if workdir is not None and not os.path.isabs(workdir):
-        _fail(f"--workdir must be an absolute path: {workdir}", Exit.REFUSED)
+        fail(f"--workdir must be an absolute path: {workdir}", Exit.REFUSED)
     if last is not None and last < 1:
-        _fail("--last must be at least 1", Exit.REFUSED)
+        fail("--last must be at least 1", Exit.REFUSED)
     store = HistoryStore(LocalPaths.from_env().history, recover=False)
     try:
         found = store.invocations(
@@ -339,14 +331,14 @@ def watch(no_open: bool, tui: bool, agent_id: str | None, show_all: bool) -> Non
     Ctrl-C stops the viewer only (the runtime keeps running).
     """
     if (agent_id is not None or show_all) and not tui:
-        _fail("--agent and --all apply only with --tui", Exit.REFUSED)
+        fail("--agent and --all apply only with --tui", Exit.REFUSED)
     if agent_id is not None and show_all:
-        _fail("--agent and --all exclude each other", Exit.REFUSED)
+        fail("--agent and --all exclude each other", Exit.REFUSED)
     paths = LocalPaths.from_env()
     try:
         access = observer_access(paths)
     except lifecycle.LocalError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     if tui:
         from zodex_gateway.viewers.tui import run_tui
@@ -358,7 +350,7 @@ def watch(no_open: bool, tui: bool, agent_id: str | None, show_all: bool) -> Non
     try:
         limits = ListenerLimits.from_config(LocalConfig.load(config_path()))
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return
     run_watch(
         lambda: observer_access(paths),
@@ -381,7 +373,7 @@ def mcp_config(client: str, over_http: bool) -> None:
     if over_http:
         running = lifecycle.active(LocalPaths.from_env())
         if running is None:
-            _fail(
+            fail(
                 f"Zodex Local is not running; start it with `{zodex_command('local', 'start')}` "
                 "(the HTTP entry names its URL and token)"
             )
@@ -404,16 +396,3 @@ def connect() -> None:
     from zodex_gateway.local.bridge.stdio import run_bridge
 
     sys.exit(run_bridge(LocalPaths.from_env()))
-
-
-cli.add_command(sprite)
-cli.add_command(host)
-cli.add_command(gateway)
-
-
-def main() -> None:
-    try:
-        cli()
-    except UnsafeDirectory as exc:
-        # Any command that reads or writes Local's state: one line, nothing changed.
-        _fail(str(exc))

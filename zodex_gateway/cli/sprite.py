@@ -17,10 +17,9 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from zodex_gateway.config.units import ConfigError
-
-from .accounts import lookup_user
-from .key import KeyRefused, new_key, read_key, write_key
-from .settings import SpriteSettings, default_config_path, load_settings
+from zodex_gateway.sprite.accounts import lookup_user
+from zodex_gateway.sprite.key import KeyRefused, new_key, read_key, write_key
+from zodex_gateway.sprite.settings import SpriteSettings, default_config_path, load_settings
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -116,8 +115,8 @@ def setup(config_path: Path | None, agent_home: Path | None, **flags: str | None
     """Make or repair this host's Sprite: accounts, group, workspace, config, state, key,
     the agent's worker code and the systemd unit. Safe to run again: keeps the key and the
     accounts, repairs owners and modes. Prints the connector URL."""
-    from .setup import SetupRequest
-    from .setup import setup as run_setup
+    from zodex_gateway.sprite.setup import SetupRequest
+    from zodex_gateway.sprite.setup import setup as run_setup
 
     changes: dict[str, object] = {
         name.replace("_", "-"): value for name, value in flags.items() if value is not None
@@ -154,8 +153,8 @@ def install(install_dir: Path) -> None:
     """Install Zodex in --install-dir, and nothing else: no account, config, key, workspace or
     unit. For hosts of a fleet, an image, or a setup to come; safe to run again (it replaces
     the installation only once the new one works)."""
-    from . import install as installing
-    from .setup import require_root
+    from zodex_gateway.sprite import install as installing
+    from zodex_gateway.sprite.setup import require_root
 
     require_root("install")
     if not install_dir.is_absolute():
@@ -175,7 +174,7 @@ def install(install_dir: Path) -> None:
 def serve(config_path: Path | None) -> None:
     """Run the service in the foreground (what the systemd unit runs)."""
     settings = _settings(config_path)
-    from . import service  # loads the server: only for serve
+    from zodex_gateway.sprite import service  # loads the server: only for serve
 
     sys.exit(service.main(settings))
 
@@ -187,7 +186,7 @@ def serve(config_path: Path | None) -> None:
 def status(config_path: Path | None, as_json: bool) -> None:
     """Whether the service runs: pid, port, version, agent account, public URL, active
     sessions. Exit 1 when it does not run."""
-    from .status import sprite_status
+    from zodex_gateway.sprite.status import sprite_status
 
     info = sprite_status(_settings(config_path))
     if as_json:
@@ -209,7 +208,7 @@ def status(config_path: Path | None, as_json: bool) -> None:
 @_one_line_errors
 def health(config_path: Path | None) -> None:
     """Check GET /health and a real MCP tools/list with the key (exactly the three tools)."""
-    from .health import HealthError, check_health
+    from zodex_gateway.sprite.health import HealthError, check_health
 
     _root_only("health")
     settings = _settings(config_path)
