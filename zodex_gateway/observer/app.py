@@ -307,8 +307,8 @@ class ObserverApi:
             yield b": connected\n\n"
             while not subscription.closed:
                 events = await subscription.next_events(self._keepalive_s)
-                if subscription.closed:
-                    break
+                if subscription.closed:  # closed by the hub during the await: mypy cannot see it
+                    break  # type: ignore[unreachable]
                 if events is None:
                     yield b": keepalive\n\n"
                 else:
