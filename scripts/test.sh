@@ -16,4 +16,10 @@ node_modules/.bin/biome ci --error-on-warnings zodex_gateway/viewers/liveboard/s
 # pinned by its package-lock.json, installed once into the git-ignored .cache/outside-clients/.
 # Status 3 is "npm unreachable": those tests then skip and say so; any other failure stops here.
 ./scripts/outside_clients.sh || [ $? -eq 3 ]
-.venv/bin/pytest -q "$@"
+# The unit tier first (a few minutes), stopping there on a failure; then the end-to-end tier.
+# With arguments, just those.
+if [ $# -gt 0 ]; then
+    exec .venv/bin/pytest -q "$@"
+fi
+.venv/bin/pytest -q -m "not e2e"
+.venv/bin/pytest -q -m e2e

@@ -17,8 +17,18 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.timeout = float(timeout) * factor()
 
 
+# Where the end-to-end tests live: whole runtimes, services, accounts and outside clients.
+E2E_DIRS = ("integration", "local", "sprite", "fleet", "outside_clients", "deploy")
+TESTS = Path(__file__).parent
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test's own ``timeout`` mark, scaled by ZODEX_TEST_SLOWDOWN."""
+    """The ``e2e`` mark for the end-to-end tiers (scripts/test.sh runs the rest first), and
+    each test's own ``timeout`` mark scaled by ZODEX_TEST_SLOWDOWN."""
+    for item in items:
+        relative = Path(str(item.path)).resolve().relative_to(TESTS.resolve())
+        if relative.parts[0] in E2E_DIRS or relative.name == "test_second_user.py":
+            item.add_marker(pytest.mark.e2e)
     if factor() == 1:
         return
     for item in items:
