@@ -132,7 +132,11 @@ def follow(
             events = notify.read()
             for line in current.new_lines() if current is not None else []:
                 emit(line)
-            if any(event.mask & _DIRECTORY_GONE for event in events):
+            # A full queue (IN_Q_OVERFLOW) drops events, perhaps the directory's own end: look.
+            overflowed = any(event.mask & inotify.IN_Q_OVERFLOW for event in events)
+            if any(event.mask & _DIRECTORY_GONE for event in events) or (
+                overflowed and not path.parent.is_dir()
+            ):
                 raise FollowError(f"stopped following: {path.parent} was removed or moved")
             if _replaced(path, current):
                 for line in current.finish() if current is not None else []:

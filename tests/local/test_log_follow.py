@@ -105,3 +105,44 @@ def test_waits_for_a_log_that_does_not_exist_yet(tmp_path: Path) -> None:
 def test_a_missing_log_directory_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(LocalError, match=r"cannot follow .*runtime.log: No such file or directory"):
         follow(tmp_path / "absent" / "runtime.log", 10, lambda _line: None)
+
+
+def test_a_directory_gone_while_the_event_queue_overflowed_is_noticed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When inotify's queue overflows, the events it dropped may include the directory's own
+    end: the follower looks for itself instead of following a directory that is gone."""
+    from zodex_system import inotify
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "runtime.log"
+    log.write_text("one\n")
+    real_read = inotify.Inotify.read
+
+    def overflowed(self: inotify.Inotify) -> list[inotify.Event]:
+        real_read(self)  # whatever the kernel kept is lost, as in an overflow
+        return [inotify.Event(-1, inotify.IN_Q_OVERFLOW, "")]
+
+    monkeypatch.setattr(inotify.Inotify, "read", overflowed)
+    stop_r, stop_w = os.pipe()
+    errors: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _follow_into(log, stop_r, errors))
+    thread.start()
+    try:
+        log.unlink()
+        logs.rmdir()
+        thread.join(20)
+    finally:
+        os.write(stop_w, b"x")
+        thread.join(10)
+        os.close(stop_r)
+        os.close(stop_w)
+    assert [str(e) for e in errors] == [f"stopped following: {logs} was removed or moved"]
+
+
+def _follow_into(log: Path, stop_fd: int, errors: list[BaseException]) -> None:
+    try:
+        follow(log, 10, lambda _line: None, stop_fd=stop_fd)
+    except BaseException as exc:
+        errors.append(exc)
