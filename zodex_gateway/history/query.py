@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, TypedDict, Unpack
 
 from zodex_gateway.history.codec import load_json
 from zodex_gateway.history.ids import NO_AGENT
@@ -18,24 +18,31 @@ _COLUMNS: Final = (
 _IDS_PER_QUERY: Final = 500
 
 
-def select_invocations(
-    conn: sqlite3.Connection,
-    *,
-    last: int | None = None,
-    since: float | None = None,
-    agent_id: str | None = None,
-    workdir: str | None = None,
-    invocation_id: str | None = None,
-    session_handle: str | None = None,
-    before: tuple[float, str] | None = None,
-    since_or_pending: float | None = None,
-) -> list[Invocation]:
+class InvocationFilter(TypedDict, total=False):
+    """What a listing of invocations may be narrowed by; written once, for the store's
+    facade and the query alike."""
+
+    last: int | None
+    since: float | None
+    agent_id: str | None
+    workdir: str | None
+    invocation_id: str | None
+    session_handle: str | None
+    before: tuple[float, str] | None
+    since_or_pending: float | None
+
+
+def select_invocations(conn: sqlite3.Connection, **match: Unpack[InvocationFilter]) -> list[Invocation]:
     """Matching invocations, oldest first; ``last`` keeps the newest N of them.
     ``agent_id`` :data:`~zodex_gateway.history.ids.NO_AGENT` keeps the calls with no agent.
 
     ``before`` = ``(started_at, id)`` keeps those strictly older in that order (a page
     cursor); ``since_or_pending`` keeps those started at or after it plus every call still
     pending."""
+    last, since, agent_id = match.get("last"), match.get("since"), match.get("agent_id")
+    workdir, invocation_id = match.get("workdir"), match.get("invocation_id")
+    session_handle, before = match.get("session_handle"), match.get("before")
+    since_or_pending = match.get("since_or_pending")
     if last is not None and last < 0:
         raise ValueError(f"last must be ≥ 0, got {last}")
     where: list[str] = []

@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Unpack
 
 from zodex_gateway.history import agents as agent_rows
 from zodex_gateway.history import calls, output_cap, retention, sessions
-from zodex_gateway.history.query import select_invocations
+from zodex_gateway.history.query import InvocationFilter, select_invocations
 from zodex_gateway.history.records import (
     INCOMPLETE,
     PENDING,
@@ -278,32 +278,11 @@ class HistoryStore:
 
         self._essential(write)
 
-    def invocations(
-        self,
-        *,
-        last: int | None = None,
-        since: float | None = None,
-        agent_id: str | None = None,
-        workdir: str | None = None,
-        invocation_id: str | None = None,
-        session_handle: str | None = None,
-        before: tuple[float, str] | None = None,
-        since_or_pending: float | None = None,
-    ) -> list[Invocation]:
+    def invocations(self, **match: Unpack[InvocationFilter]) -> list[Invocation]:
         """Matching invocations, newest last; ``workdir`` matches declared or real. See
         :func:`select_invocations` for ``before`` and ``since_or_pending``."""
         with self._read("history cannot be read: {error}") as conn:
-            return select_invocations(
-                conn,
-                last=last,
-                since=since,
-                agent_id=agent_id,
-                workdir=workdir,
-                invocation_id=invocation_id,
-                session_handle=session_handle,
-                before=before,
-                since_or_pending=since_or_pending,
-            )
+            return select_invocations(conn, **match)
 
     def invocation(self, invocation_id: str) -> Invocation | None:
         found = self.invocations(invocation_id=invocation_id)
