@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -127,9 +127,11 @@ def test_a_directory_gone_while_the_event_queue_overflowed_is_noticed(
     monkeypatch.setattr(inotify.Inotify, "read", overflowed)
     stop_r, stop_w = os.pipe()
     errors: list[BaseException] = []
-    thread = threading.Thread(target=lambda: _follow_into(log, stop_r, errors))
+    seen: queue.Queue[str] = queue.Queue()
+    thread = threading.Thread(target=lambda: _follow_into(log, stop_r, errors, seen.put))
     thread.start()
     try:
+        assert seen.get(timeout=10) == "one", "following: the watch is in place"
         log.unlink()
         logs.rmdir()
         thread.join(20)
@@ -141,8 +143,8 @@ def test_a_directory_gone_while_the_event_queue_overflowed_is_noticed(
     assert [str(e) for e in errors] == [f"stopped following: {logs} was removed or moved"]
 
 
-def _follow_into(log: Path, stop_fd: int, errors: list[BaseException]) -> None:
+def _follow_into(log: Path, stop_fd: int, errors: list[BaseException], emit: Callable[[str], None]) -> None:
     try:
-        follow(log, 10, lambda _line: None, stop_fd=stop_fd)
+        follow(log, 10, emit, stop_fd=stop_fd)
     except BaseException as exc:
         errors.append(exc)
