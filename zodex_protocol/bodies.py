@@ -9,9 +9,21 @@ ignored, as a tool call's unknown arguments are.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from zodex_protocol.errors import ErrorCode, ProtocolError
+
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+
+def flat_body(record: DataclassInstance) -> dict[str, Any]:
+    """The body of a record whose fields all go on the wire as they are: each under its own
+    name, in the order declared (a ``ClassVar`` such as ``TYPE`` is no field)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 def body_map(body: object, what: str) -> Mapping[str, Any]:
@@ -36,21 +48,22 @@ class BodyReader:
             self._refuse(key, noun)
         return value
 
-    def text(self, key: str) -> str:
-        value = self._present(key, "a string")
-        if not isinstance(value, str):
-            self._refuse(key, "a string")
+    def _typed(self, key: str, noun: str, kind: type[T]) -> T:
+        """The value at ``key`` if it is a ``kind`` (True and False are no integers here)."""
+        value = self._present(key, noun)
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            self._refuse(key, noun)
         return value
+
+    def text(self, key: str) -> str:
+        return self._typed(key, "a string", str)
 
     def optional_text(self, key: str) -> str | None:
         """Absent and nil both read as None."""
         return None if self._body.get(key) is None else self.text(key)
 
     def integer(self, key: str) -> int:
-        value = self._present(key, "an integer")
-        if isinstance(value, bool) or not isinstance(value, int):
-            self._refuse(key, "an integer")
-        return value
+        return self._typed(key, "an integer", int)
 
     def optional_integer(self, key: str) -> int | None:
         return None if self._body.get(key) is None else self.integer(key)
@@ -62,10 +75,7 @@ class BodyReader:
         return float(value)
 
     def flag(self, key: str) -> bool:
-        value = self._present(key, "a boolean")
-        if not isinstance(value, bool):
-            self._refuse(key, "a boolean")
-        return value
+        return self._typed(key, "a boolean", bool)
 
     def optional_flag(self, key: str) -> bool | None:
         return None if self._body.get(key) is None else self.flag(key)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from zodex_protocol import messages
-from zodex_protocol.bodies import BodyReader
+from zodex_protocol.bodies import BodyReader, flat_body
 from zodex_protocol.errors import ErrorCode, ProtocolError
 
 
@@ -46,14 +46,7 @@ class ProcessStarted:
     tag: str | None = None  # the exec request's ``_tag``: the call that started it
 
     def to_body(self) -> dict[str, Any]:
-        return {
-            "session": self.session,
-            "pid": self.pid,
-            "cmd": self.cmd,
-            "cwd": self.cwd,
-            "started_at": self.started_at,
-            "tag": self.tag,
-        }
+        return flat_body(self)
 
     @classmethod
     def from_body(cls, body: object) -> ProcessStarted:
@@ -81,15 +74,7 @@ class ProcessEnded:
     output_events: int  # the session's last output ``seq`` (0: none)
 
     def to_body(self) -> dict[str, Any]:
-        return {
-            "session": self.session,
-            "exit_code": self.exit_code,
-            "signal": self.signal,
-            "reason": self.reason,
-            "ended_at": self.ended_at,
-            "background": self.background,
-            "output_events": self.output_events,
-        }
+        return flat_body(self)
 
     @classmethod
     def from_body(cls, body: object) -> ProcessEnded:

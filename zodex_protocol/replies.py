@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from zodex_protocol import messages
-from zodex_protocol.bodies import BodyReader
+from zodex_protocol.bodies import BodyReader, flat_body
 
 STATUSES = ("running", "exited")
 PATCH_OPERATIONS = ("created", "edited", "deleted", "renamed")
@@ -37,13 +37,7 @@ class Pong:
         )
 
     def to_body(self) -> dict[str, Any]:
-        return {
-            "worker_id": self.worker_id,
-            "incarnation": self.incarnation,
-            "pid": self.pid,
-            "workdir": self.workdir,
-            "live_sessions": self.live_sessions,
-        }
+        return flat_body(self)
 
 
 @dataclass(frozen=True)
@@ -70,6 +64,8 @@ class SpilledOutput:
 
 @dataclass(frozen=True)
 class EvictedSession:
+    """The session an ``exec`` ended to make room (docs/sessions.md#capacity-and-eviction)."""
+
     session_handle: str
     cmd: str
 

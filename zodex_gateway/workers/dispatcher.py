@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from zodex_gateway.workers.supervisor import Supervisor, lost_message
+from zodex_gateway.workers.worker_client import WorkerClient
 from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.replies import Patched, SessionResult
@@ -44,16 +45,8 @@ class ZmqDispatcher:
         request = ExecRequest.from_args(args, self.limits, tag=tag)
         real = request.real_workdir
         client = await self.supervisor.worker_for(real)
-        try:
-            body = await client.request(messages.EXEC, request.to_body(), self._timeout)
-        except ProtocolError as exc:
-            if exc.code != ErrorCode.WORKER_LOST:
-                raise
-            raise ProtocolError(
-                ErrorCode.SESSION_LOST,
-                f"the worker for {real} exited unexpectedly while running the command; start the command again",
-            ) from exc
-        return SessionResult.from_body(body)
+        lost = f"the worker for {real} exited unexpectedly while running the command; start the command again"
+        return SessionResult.from_body(await self._ask(client, messages.EXEC, request.to_body(), lost))
 
     async def write_stdin(self, args: Mapping[str, Any]) -> SessionResult:
         request = WriteRequest.from_args(args, self.limits)
@@ -61,29 +54,28 @@ class ZmqDispatcher:
         target = await self.supervisor.route_handle(handle)
         if isinstance(target, SessionResult):
             return target  # from the tombstone of an incarnation that exited cleanly
-        try:
-            body = await target.request(messages.WRITE, request.to_body(), self._timeout)
-        except ProtocolError as exc:
-            if exc.code != ErrorCode.WORKER_LOST:
-                raise
-            raise ProtocolError(ErrorCode.SESSION_LOST, lost_message(handle, target.record.workdir)) from exc
-        return SessionResult.from_body(body)
+        lost = lost_message(handle, target.record.workdir)
+        return SessionResult.from_body(await self._ask(target, messages.WRITE, request.to_body(), lost))
 
     async def apply_patch(self, args: Mapping[str, Any]) -> Patched:
         request = PatchRequest.from_args(args, self.limits)
         real = request.real_workdir
         client = await self.supervisor.worker_for(real)
+        lost = (
+            f"the worker for {real} exited unexpectedly while applying the patch; "
+            "check the files and apply it again"
+        )
+        return Patched.from_body(await self._ask(client, messages.PATCH, request.to_body(), lost))
+
+    async def _ask(self, client: WorkerClient, type: str, body: dict[str, Any], lost: str) -> Any:
+        """The worker's reply body. A worker that dies before it answers took the call's
+        session with it: that is SESSION_LOST, told with ``lost`` (what to do now)."""
         try:
-            body = await client.request(messages.PATCH, request.to_body(), self._timeout)
+            return await client.request(type, body, self._timeout)
         except ProtocolError as exc:
             if exc.code != ErrorCode.WORKER_LOST:
                 raise
-            raise ProtocolError(
-                ErrorCode.SESSION_LOST,
-                f"the worker for {real} exited unexpectedly while applying the patch; "
-                "check the files and apply it again",
-            ) from exc
-        return Patched.from_body(body)
+            raise ProtocolError(ErrorCode.SESSION_LOST, lost) from exc
 
     async def close(self) -> None:
         await self.supervisor.shutdown()

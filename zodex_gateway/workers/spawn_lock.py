@@ -12,12 +12,13 @@ replaced by one of this process's own, so whatever lock its maker holds guards n
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import os
 import threading
 from pathlib import Path
 from typing import Final
+
+from zodex_system import in_the_way
 
 SPAWN_LOCK_WAIT_S: Final = 10.0
 FLAGS: Final = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -41,12 +42,7 @@ def open_own(path: Path) -> int:
                 return fd
             os.close(fd)
             last = "it belongs to another account"
-        # Unlinking a link never touches its target; an empty directory goes with rmdir.
-        with contextlib.suppress(OSError):
-            if path.is_dir() and not path.is_symlink():
-                path.rmdir()
-            else:
-                path.unlink()
+        in_the_way.clear(path)  # what stays is met again by the next open
     raise SpawnLockUnavailable(f"cannot be opened ({last})")
 
 

@@ -34,7 +34,7 @@ from zodex_protocol.layout import WorkerRecord
 from zodex_protocol.limits import max_message_bytes
 from zodex_protocol.replies import SessionResult
 from zodex_protocol.version import PROTOCOL_VERSION
-from zodex_system import cgroups, proctree
+from zodex_system import cgroups, in_the_way, proctree
 
 log = logging.getLogger("zodex.gateway")
 
@@ -436,16 +436,7 @@ def _clear_for(path: Path, workdir: str) -> None:
     """Remove what is at ``path`` before a new incarnation uses the name. In Sprite the
     registry directory is the agent's to write: an empty directory planted there goes too,
     anything that cannot be removed fails the call with the project's words, not an errno."""
-    try:
-        path.unlink(missing_ok=True)
-        return
-    except IsADirectoryError:
-        with contextlib.suppress(OSError):
-            path.rmdir()
-            return
-    except OSError:
-        pass
-    if os.path.lexists(path):
+    if not in_the_way.clear(path):
         raise ProtocolError(
             ErrorCode.WORKER_UNAVAILABLE,
             f"could not start a worker for {workdir}: {path} is in the way and cannot be removed; "
