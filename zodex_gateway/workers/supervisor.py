@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from zodex_gateway.workers.launcher import DirectLauncher, Launcher, StartedWork
 from zodex_gateway.workers.restart_policy import RestartPolicy
 from zodex_gateway.workers.runtime import Runtime
 from zodex_gateway.workers.worker_client import WorkerClient
+from zodex_gateway.workers.worker_ends import WorkerEnds
 from zodex_protocol import messages, tombstones
 from zodex_protocol.envelope import WireCodec
 from zodex_protocol.errors import STOPPING_MESSAGE, ErrorCode, ProtocolError
@@ -68,13 +68,10 @@ class Supervisor:
         self._max_message = max_message_bytes(runtime.limits)
         self.context = zmq.asyncio.Context()
         self.clients: dict[str, WorkerClient] = {}
-        self.policies: dict[str, RestartPolicy] = {}
+        self._ends = WorkerEnds(self.layout, lambda: self._stopping)
+        self.policies = self._ends.policies
         self._locks: dict[str, asyncio.Lock] = {}
         self._children: dict[int, StartedWorker] = {}
-        self._counted_crashes: set[tuple[str, int]] = set()
-        self._abandoned: set[tuple[str, int]] = set()  # ended by us: not crashes
-        self._spawned: set[tuple[str, int]] = set()  # started by us: _log_exit logs their end
-        self._kill_reasons: dict[tuple[str, int], str] = {}  # why we killed one, for the log
         self._health_failures: dict[str, int] = {}
         self._health_task: asyncio.Task[None] | None = None
         self._group_removals: set[asyncio.Future[bool]] = set()
@@ -139,7 +136,7 @@ class Supervisor:
             self._kill_record(record, "it was alive but did not answer")  # a hung worker
         if record is not None:
             self._note_end(record)
-        policy = self.policies.setdefault(worker_id, RestartPolicy())
+        policy = self._ends.policy(worker_id)
         if policy.gave_up():
             raise ProtocolError(
                 ErrorCode.WORKER_UNAVAILABLE,
@@ -173,9 +170,10 @@ class Supervisor:
                 f"could not start a worker for {real_path}: {exc.strerror or exc}; retry",
             ) from None
         self._children[proc.pid] = proc
+        key = (worker_id, incarnation)
         proc_wait = asyncio.ensure_future(proc.wait())
         proc_wait.add_done_callback(lambda _f: self._children.pop(proc.pid, None))
-        proc_wait.add_done_callback(lambda f: self._log_exit(worker_id, incarnation, real_path, proc.pid, f))
+        proc_wait.add_done_callback(lambda f: self._ends.log_exit(key, real_path, proc.pid, f))
         assert proc.stdout is not None
         try:
             line = await asyncio.wait_for(proc.stdout.readline(), READY_TIMEOUT_S)
@@ -188,51 +186,19 @@ class Supervisor:
                     await asyncio.wait_for(asyncio.shield(proc_wait), READY_TIMEOUT_S)
             self.launcher.kill_started(proc)
             code = await proc_wait
-            self._count_crash(worker_id, real_path, policy)
-            self._counted_crashes.add((worker_id, incarnation))
+            self._ends.failed_start(key, real_path, policy)
             raise ProtocolError(
                 ErrorCode.WORKER_UNAVAILABLE,
                 f"could not start a worker for {real_path}: it exited during start-up (status {code}); "
                 "check the gateway log and retry",
             )
-        self._spawned.add((worker_id, incarnation))
+        self._ends.started(key)
         client = WorkerClient(
             record, self.context, self.codec, self._client_exited, max_message=self._max_message
         )
         await self._adopt(client)
         log.info("worker for %s started (pid %d, incarnation %d)", real_path, proc.pid, incarnation)
         return client
-
-    def _log_exit(
-        self, worker_id: str, incarnation: int, workdir: str, pid: int, waited: asyncio.Future[int]
-    ) -> None:
-        """How a worker this gateway started ended, with its exit status or signal."""
-        if waited.cancelled() or waited.exception() is not None:
-            return
-        key = (worker_id, incarnation)
-        how = exit_reason(waited.result())
-        which = f"worker for {workdir} (pid {pid}, incarnation {incarnation})"
-        if key not in self._spawned:
-            log.error("%s failed to start: %s", which, how)
-        elif self.layout.exit_file(*key).exists():
-            log.info("%s exited cleanly (%s)", which, how)
-        elif key in self._kill_reasons:
-            log.warning("%s was killed because %s (%s)", which, self._kill_reasons.pop(key), how)
-        elif self.stopping:
-            log.info("%s stopped with the gateway (%s)", which, how)
-        else:
-            log.error("%s crashed: %s; its sessions are lost", which, how)
-
-    def _count_crash(self, worker_id: str, workdir: str, policy: RestartPolicy | None = None) -> None:
-        policy = policy or self.policies.setdefault(worker_id, RestartPolicy())
-        had_given_up = policy.gave_up()
-        policy.record_crash()
-        if not had_given_up and policy.gave_up():
-            log.error(
-                "the worker for %s crashed %d times in %.0fs; not restarting it until %.0fs pass "
-                "without a crash (tool calls there fail until then)",
-                workdir, policy.recent_crashes(), policy.window_s, policy.window_s,
-            )  # fmt: skip
 
     async def _adopt(self, client: WorkerClient) -> None:
         for listener in self._new_worker_listeners:
@@ -275,7 +241,7 @@ class Supervisor:
         info = proctree.read_proc(record.pid)
         if info is not None and info.start == record.pid_start:
             if reason is not None:
-                self._kill_reasons[(record.worker_id, record.incarnation)] = reason
+                self._ends.killing((record.worker_id, record.incarnation), reason)
             self.launcher.kill_record(record)
 
     def _client_exited(self, client: WorkerClient) -> None:
@@ -286,19 +252,8 @@ class Supervisor:
             self._note_end(client.record)
 
     def _note_end(self, record: WorkerRecord) -> None:
-        """Count a worker's death as a crash unless it left its clean-exit file."""
-        key = (record.worker_id, record.incarnation)
-        if key in self._counted_crashes or self.layout.exit_file(*key).exists():
+        if not self._ends.unclean_end(record):
             return
-        self._counted_crashes.add(key)
-        if key not in self._abandoned:
-            self._count_crash(record.worker_id, record.workdir)
-            if key not in self._spawned:  # ours are logged with their exit status (_log_exit)
-                log.warning(
-                    "worker for %s (pid %d, incarnation %d), started by another gateway, exited "
-                    "unexpectedly; its sessions are lost",
-                    record.workdir, record.pid, record.incarnation,
-                )  # fmt: skip
         # Its sessions are lost; commands that survived the PTY hang-up must not run on
         # unowned. Their environment names the incarnation that started them.
         prefix = str(SessionHandle(record.worker_id, record.incarnation, "")).rstrip("-")
@@ -335,7 +290,7 @@ class Supervisor:
         record = client.record
         log.warning("the sockets of the worker for %s were removed; ending it", record.workdir)
         key = (record.worker_id, record.incarnation)
-        self._abandoned.add(key)
+        self._ends.abandoned(key)
         # Registered as started (again, if the registry went with the directory), so its
         # handles answer lost; the next incarnation gets a higher number.
         with contextlib.suppress(OSError):
@@ -442,13 +397,3 @@ def _clear_for(path: Path, workdir: str) -> None:
             f"could not start a worker for {workdir}: {path} is in the way and cannot be removed; "
             "remove it, then retry",
         )
-
-
-def exit_reason(returncode: int) -> str:
-    """A child's end as an operator reads it: ``exit status N`` or ``killed by SIGNAME``."""
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit status {returncode}"
