@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zodex_system import cgroups
+from zodex_system import cgroups, runtime_cgroups
 from zodex_worker.pty_backend import spawn_terminal
 
 
@@ -45,7 +45,7 @@ def main() -> int:
         runtime_id = f"bench{os.getpid()}"
         runtime_dir = Path(tmp) / runtime_id  # a runtime directory is named for its runtime
         runtime_dir.mkdir()
-        runtime = cgroups.create_runtime_group(runtime_dir, runtime_id)
+        runtime = runtime_cgroups.create_runtime_group(runtime_dir, runtime_id)
         if runtime is None:
             print("no writable cgroup2 hierarchy here; nothing to measure")
             return 1
@@ -75,7 +75,7 @@ def main() -> int:
                     group_ms.append((done - middle) * 1000)
             groups.close()
         finally:
-            cgroups.remove_runtime_group(runtime)
+            runtime_cgroups.remove_runtime_group(runtime)
             stop.set()
 
     def p(values: list[float], q: int) -> float:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.cgroups import require_cgroups
 from tests.support.gateway import pid_alive
-from zodex_system import cgroups
+from zodex_system import cgroups, runtime_cgroups
 
 MOUNTS = (
     "tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0\n"
@@ -57,7 +57,7 @@ def test_a_corrupt_record_never_names_a_group_to_kill(tmp_path: Path, recorded: 
     mount = cgroups.cgroup2_mount() or Path("/sys/fs/cgroup")
     (runtime_dir / cgroups.RUNTIME_FILE).write_text(recorded.format(mount=mount, rid=runtime_dir.name))
     assert cgroups.runtime_group(runtime_dir) is None
-    assert cgroups.kill_runtime(runtime_dir)  # nothing to do, nothing touched
+    assert runtime_cgroups.kill_runtime(runtime_dir)  # nothing to do, nothing touched
 
 
 def test_a_missing_group_reads_as_empty(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def session_groups(tmp_path: Path) -> Iterator[cgroups.SessionGroups]:
     runtime_id = f"t{uuid.uuid4().hex[:11]}"
     runtime_dir = tmp_path / runtime_id
     runtime_dir.mkdir()
-    runtime = cgroups.create_runtime_group(runtime_dir, runtime_id)
+    runtime = runtime_cgroups.create_runtime_group(runtime_dir, runtime_id)
     assert runtime is not None
     try:
         groups = cgroups.SessionGroups.open(runtime_dir, "abcdefg", 1)
@@ -83,7 +83,7 @@ def session_groups(tmp_path: Path) -> Iterator[cgroups.SessionGroups]:
         assert not groups.worker.path.exists()
     finally:
         runtime.kill_and_remove()
-        cgroups.remove_runtime_group(runtime)
+        runtime_cgroups.remove_runtime_group(runtime)
     assert not runtime.path.exists()
 
 
@@ -213,16 +213,16 @@ def test_a_new_runtime_sweeps_what_dead_runtimes_left(tmp_path: Path) -> None:
     try:
         for group in stale.values():
             group.path.mkdir()
-        owners = {"dead": f"{namespace} {ended.pid} 1", "live": cgroups._owner_tag()}
+        owners = {"dead": f"{namespace} {ended.pid} 1", "live": runtime_cgroups._owner_tag()}
         for kind, tag in owners.items():
-            os.setxattr(stale[kind].path, cgroups.OWNER_XATTR, tag.encode())
+            os.setxattr(stale[kind].path, runtime_cgroups.OWNER_XATTR, tag.encode())
         for kind in ("dead", "busy"):  # each holds a command its runtime left behind
             sleeper = subprocess.Popen(["sleep", "300"])
             sleepers.append(sleeper)
             (stale[kind].path / "cgroup.procs").write_text(str(sleeper.pid))
         runtime_dir = tmp_path / f"t{uuid.uuid4().hex[:11]}"
         runtime_dir.mkdir()
-        runtime = cgroups.create_runtime_group(runtime_dir, runtime_dir.name)
+        runtime = runtime_cgroups.create_runtime_group(runtime_dir, runtime_dir.name)
         assert runtime is not None
         assert not stale["dead"].path.exists(), "a dead owner's group is killed and removed"
         assert sleepers[0].wait(5) == -signal.SIGKILL

@@ -28,7 +28,7 @@ from zodex_gateway.local.discovery import RUNTIME_ENV, Discovery, read_owned
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.tunnel import kill_tunnel_group
 from zodex_protocol.layout import RuntimeLayout, WorkerRecord
-from zodex_system import cgroups, proctree
+from zodex_system import proctree, runtime_cgroups
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
@@ -233,7 +233,7 @@ def clean_up_after_crash(paths: LocalPaths) -> None:
         for leftover in proctree.processes_with_env(f"{RUNTIME_ENV}={discovery.runtime_id}"):
             proctree.signal_process(leftover, signal.SIGKILL)
         # Its session cgroups hold even commands that cleared their environment.
-        cgroups.kill_runtime(layout.root)
+        runtime_cgroups.kill_runtime(layout.root)
         with contextlib.suppress(OSError):
             shutil.rmtree(layout.root)
     paths.discovery.unlink(missing_ok=True)

@@ -21,7 +21,7 @@ from zodex_protocol.envelope import new_key, read_key_file
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.layout import RuntimeLayout
 from zodex_protocol.limits import Limits
-from zodex_system import cgroups, xdg
+from zodex_system import cgroups, runtime_cgroups, xdg
 from zodex_system.private_dirs import UnsafeDirectory, make_private_dirs
 from zodex_system.secret_files import create_secret_file
 
@@ -82,7 +82,7 @@ class Runtime:
         # Directories of gateways that died without removing theirs (SIGKILL).
         remove_abandoned_runtimes(layout.root.parent, keep=layout.root)
         wanted = use_cgroups and cgroups.wanted()
-        group = cgroups.create_runtime_group(layout.root, runtime_id) if wanted else None
+        group = runtime_cgroups.create_runtime_group(layout.root, runtime_id) if wanted else None
         return cls(
             runtime_id=runtime_id,
             layout=layout,
@@ -136,7 +136,7 @@ class Runtime:
         write_owner_file(layout)
         if self.cgroup is not None:
             with contextlib.suppress(OSError):  # new workers find their runtime's group here
-                cgroups.record_runtime_group(layout.root, self.cgroup)
+                runtime_cgroups.record_runtime_group(layout.root, self.cgroup)
         return True
 
     def release_stale_locks(self) -> None:
@@ -152,7 +152,7 @@ class Runtime:
         if self.cgroup is not None:
             # The workers are stopped by now; anything still in a session group is not ours to keep.
             self.cgroup.kill_and_remove()
-            cgroups.remove_runtime_group(self.cgroup)
+            runtime_cgroups.remove_runtime_group(self.cgroup)
             self.cgroup = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)
