@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -62,6 +62,7 @@ _NO_STORE = (b"cache-control", b"no-store")
 ERRORS: Final = guard.JsonErrors(schema_version=API_SCHEMA_VERSION)
 MAX_ALIAS_BODY: Final = 4096
 MAX_MS: Final = 2**53
+T = TypeVar("T")
 
 
 def _admission(bearer: Callable[[], str]) -> guard.Admit:
@@ -268,9 +269,7 @@ class ObserverApi:
     def presentation(self, request: Request) -> JSONResponse:
         presentation_id = request.path_params["presentation_id"]
         diffs = parse_choice(request.query_params, "diffs", ("full", "summary"))
-        record = self._timeline.record(presentation_id)
-        if record is None:
-            raise ApiError(404, f"no timeline record {presentation_id}")
+        record = _found(self._timeline.record(presentation_id), f"no timeline record {presentation_id}")
         return JSONResponse(
             timeline.to_json(self._store, record, diffs=diffs == "full", secrets=self._secrets)
         )
@@ -322,17 +321,18 @@ class ObserverApi:
 
     def _one_agent(self, request: Request) -> AgentRecord:
         agent_id = request.path_params["agent_id"]
-        agent = self._store.agent(agent_id)
-        if agent is None:
-            raise ApiError(404, f"no agent {agent_id}")
-        return agent
+        return _found(self._store.agent(agent_id), f"no agent {agent_id}")
 
     def _one_invocation(self, request: Request) -> Invocation:
         invocation_id = request.path_params["invocation_id"]
-        inv = self._store.invocation(invocation_id)
-        if inv is None:
-            raise ApiError(404, f"no invocation {invocation_id}")
-        return inv
+        return _found(self._store.invocation(invocation_id), f"no invocation {invocation_id}")
+
+
+def _found(item: T | None, missing: str) -> T:
+    """What a path named, or the API's 404 saying what is missing."""
+    if item is None:
+        raise ApiError(404, missing)
+    return item
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
