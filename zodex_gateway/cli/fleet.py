@@ -4,8 +4,10 @@ command exits 0 on success, 1 on failure with one line on stderr."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -19,6 +21,9 @@ from zodex_gateway.fleet.settings import (
     load_gateway_settings,
     load_host_settings,
 )
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_S = TypeVar("_S")
 
 
 def _fail(message: str) -> NoReturn:
@@ -34,27 +39,45 @@ def _absolute(path: Path) -> Path:
 _CONFIG = click.Path(readable=False, path_type=Path)
 
 
+@dataclass(frozen=True)
+class _ConfigFile:
+    """Where a ``serve`` command reads its config: ``--config``, else ``$env``, else ``default``."""
+
+    env: str
+    default: Path
+
+    def option(self) -> Callable[[_F], _F]:
+        return click.option(
+            "--config",
+            "config_path",
+            type=_CONFIG,
+            default=None,
+            help=f"{self.default.name} (default: ${self.env}, else {self.default}).",
+        )
+
+    def load(self, command: str, loader: Callable[[Path], _S], given: Path | None) -> _S:
+        """The settings, or the loader's refusal as ``zodex <command>``'s one line."""
+        try:
+            return loader(_absolute(given or default_path(self.env, self.default)))
+        except ConfigError as exc:
+            click.echo(f"zodex {command}: {exc}", err=True)
+            sys.exit(1)
+
+
+_HOST_CONFIG = _ConfigFile(HOST_CONFIG_ENV, DEFAULT_HOST_CONFIG)
+_GATEWAY_CONFIG = _ConfigFile(GATEWAY_CONFIG_ENV, DEFAULT_GATEWAY_CONFIG)
+
+
 @click.group()
 def host() -> None:
     """A fleet host: this machine's workspace, served to gateways over ZeroMQ."""
 
 
 @host.command("serve")
-@click.option(
-    "--config",
-    "config_path",
-    type=_CONFIG,
-    default=None,
-    help="host.toml (default: $ZODEX_HOST_CONFIG, else /etc/zodex/host.toml).",
-)
+@_HOST_CONFIG.option()
 def host_serve(config_path: Path | None) -> None:
     """Serve this machine's workers to the gateways the config allows, until SIGTERM."""
-    path = _absolute(config_path or default_path(HOST_CONFIG_ENV, DEFAULT_HOST_CONFIG))
-    try:
-        settings = load_host_settings(path)
-    except ConfigError as exc:
-        click.echo(f"zodex host serve: {exc}", err=True)
-        sys.exit(1)
+    settings = _HOST_CONFIG.load("host serve", load_host_settings, config_path)
     from zodex_gateway.fleet.host_service import main
 
     sys.exit(main(settings))
@@ -90,21 +113,10 @@ def gateway() -> None:
 
 
 @gateway.command("serve")
-@click.option(
-    "--config",
-    "config_path",
-    type=_CONFIG,
-    default=None,
-    help="gateway.toml (default: $ZODEX_GATEWAY_CONFIG, else /etc/zodex/gateway.toml).",
-)
+@_GATEWAY_CONFIG.option()
 def gateway_serve(config_path: Path | None) -> None:
     """Serve /h/<host>/mcp for each configured host until SIGTERM."""
-    path = _absolute(config_path or default_path(GATEWAY_CONFIG_ENV, DEFAULT_GATEWAY_CONFIG))
-    try:
-        settings = load_gateway_settings(path)
-    except ConfigError as exc:
-        click.echo(f"zodex gateway serve: {exc}", err=True)
-        sys.exit(1)
+    settings = _GATEWAY_CONFIG.load("gateway serve", load_gateway_settings, config_path)
     from zodex_gateway.fleet.gateway_service import main
 
     sys.exit(main(settings))

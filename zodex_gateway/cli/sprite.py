@@ -54,11 +54,13 @@ def _settings(given: Path | None) -> SpriteSettings:
         fail(str(exc))
 
 
-def _root_only(what: str) -> None:
+def _root_settings(what: str, given: Path | None) -> SpriteSettings:
+    """The settings of a command that reads the key: refused unless run as root."""
     if os.geteuid() != 0:
         fail(
             f"zodex sprite {what} must run as root (the key is readable only by root and the service account)"
         )
+    return _settings(given)
 
 
 def _one_line_errors(command: _F) -> _F:
@@ -210,8 +212,7 @@ def health(config_path: Path | None) -> None:
     """Check GET /health and a real MCP tools/list with the key (exactly the three tools)."""
     from zodex_gateway.sprite.health import HealthError, check_health
 
-    _root_only("health")
-    settings = _settings(config_path)
+    settings = _root_settings("health", config_path)
     try:
         found = check_health(settings, read_key(settings.key_file))
     except HealthError as exc:
@@ -224,8 +225,7 @@ def health(config_path: Path | None) -> None:
 @_one_line_errors
 def connect(config_path: Path | None) -> None:
     """Print the connector URL again (root only)."""
-    _root_only("connect")
-    settings = _settings(config_path)
+    settings = _root_settings("connect", config_path)
     click.echo(settings.connector_url(read_key(settings.key_file)))
 
 
@@ -235,8 +235,7 @@ def connect(config_path: Path | None) -> None:
 def rotate_key(config_path: Path | None) -> None:
     """Replace the key; the running service accepts only the new one within 5 s, and
     running sessions keep running. Prints the new connector URL."""
-    _root_only("rotate-key")
-    settings = _settings(config_path)
+    settings = _root_settings("rotate-key", config_path)
     service = lookup_user(settings.service_user)
     if service is None:
         fail(f"no service account {settings.service_user}; run zodex sprite setup first")
