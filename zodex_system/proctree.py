@@ -14,6 +14,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 PROC = "/proc"
@@ -139,6 +140,20 @@ def worker_children() -> set[int] | None:
         return found
     except OSError:
         return None
+
+
+def exited_children() -> Iterator[tuple[int, int]]:
+    """Each child that has exited and is not reaped yet, reaped now: ``(pid, wait status)``,
+    never blocking. For a process's one reaper only: ``waitpid(-1)`` takes every child's
+    status, whoever else waits for it."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, status
 
 
 def may_have_members(leader_pid: int, other_leaders: set[int]) -> bool:

@@ -2,8 +2,9 @@
 
 The worker is a child subreaper (Linux), so descendants orphaned by a command are
 re-parented to it instead of init: the reaper collects them too, and the session code
-can still find them. Exactly one place calls ``waitpid``: here, on SIGCHLD, through the
-event loop's signal wake-up fd — no polling, no thread per child.
+can still find them. Exactly one place calls ``waitpid`` (through
+:func:`zodex_system.proctree.exited_children`): here, on SIGCHLD, through the event loop's
+signal wake-up fd — no polling, no thread per child.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
-import os
 import signal
 import sys
 from collections.abc import Callable
+
+from zodex_system import proctree
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -55,13 +57,7 @@ class Reaper:
             pass
 
     def reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
+        for pid, status in proctree.exited_children():
             self._any_exit.set()
             callback = self._watched.pop(pid, None)
             if callback is not None:

@@ -288,13 +288,7 @@ class Helper:
         os._exit(code)
 
     def reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        for pid, status in proctree.exited_children():
             proc = self.children.pop(pid, None)
             code = os.waitstatus_to_exitcode(status)
             if proc is not None:
