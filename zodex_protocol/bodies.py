@@ -3,27 +3,49 @@
 Requests are checked with the argument rules of ``validation`` (their messages reach the
 model); replies and events, which only a worker sends, are read with :class:`BodyReader`,
 whose refusals are protocol failures (``BAD_REQUEST``). Keys a reader does not ask for are
-ignored, as a tool call's unknown arguments are.
+ignored, as a tool call's unknown arguments are. A flat record (a dataclass whose fields
+are the body's keys, of plain types) is declared once: :func:`flat_body` and
+:func:`read_flat` go by its fields.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from zodex_protocol.errors import ErrorCode, ProtocolError
 
 T = TypeVar("T")
+R = TypeVar("R", bound="DataclassInstance")
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 
 def flat_body(record: DataclassInstance) -> dict[str, Any]:
-    """The body of a record whose fields all go on the wire as they are: each under its own
-    name, in the order declared (a ``ClassVar`` such as ``TYPE`` is no field)."""
-    return {f.name: getattr(record, f.name) for f in fields(record)}
+    """The body of a flat record, one whose fields all go on the wire as they are: each under
+    its own name, in the order declared (a ``ClassVar`` such as ``TYPE`` is no field)."""
+    return {name: getattr(record, name) for name, _type in _fields_of(type(record))}
+
+
+def read_flat(kind: type[R], body: object, what: str, **choices: tuple[str, ...]) -> R:
+    """A flat record back from its body: each field read as its declared type says (an
+    optional one may be absent); one named in ``choices`` must be one of its strings."""
+    read = BodyReader(body, what)
+    values = {
+        name: read.choice(name, choices[name]) if name in choices else _READERS[declared](read, name)
+        for name, declared in _fields_of(kind)
+    }
+    return kind(**values)
+
+
+@functools.cache
+def _fields_of(kind: type[DataclassInstance]) -> tuple[tuple[str, object], ...]:
+    """A record type's fields as (name, declared type); looked up once per type, as
+    events are many."""
+    return tuple((f.name, f.type) for f in fields(kind))
 
 
 def body_map(body: object, what: str) -> Mapping[str, Any]:
@@ -104,3 +126,16 @@ class BodyReader:
 
     def has(self, key: str) -> bool:
         return self._body.get(key) is not None
+
+
+# The declared types of flat records' fields (as written, under ``from __future__ import
+# annotations``) and how each is read.
+_READERS: dict[object, Callable[[BodyReader, str], Any]] = {
+    "str": BodyReader.text,
+    "str | None": BodyReader.optional_text,
+    "int": BodyReader.integer,
+    "int | None": BodyReader.optional_integer,
+    "float": BodyReader.number,
+    "bool": BodyReader.flag,
+    "bool | None": BodyReader.optional_flag,
+}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from zodex_protocol import messages
-from zodex_protocol.bodies import BodyReader, flat_body
+from zodex_protocol.bodies import BodyReader, flat_body, read_flat
 from zodex_protocol.errors import ErrorCode, ProtocolError
 
 
@@ -50,15 +50,7 @@ class ProcessStarted:
 
     @classmethod
     def from_body(cls, body: object) -> ProcessStarted:
-        read = BodyReader(body, cls.TYPE)
-        return cls(
-            session=read.text("session"),
-            pid=read.integer("pid"),
-            cmd=read.text("cmd"),
-            cwd=read.text("cwd"),
-            started_at=read.number("started_at"),
-            tag=read.optional_text("tag"),
-        )
+        return read_flat(cls, body, cls.TYPE)
 
 
 @dataclass(frozen=True)
@@ -78,16 +70,7 @@ class ProcessEnded:
 
     @classmethod
     def from_body(cls, body: object) -> ProcessEnded:
-        read = BodyReader(body, cls.TYPE)
-        return cls(
-            session=read.text("session"),
-            exit_code=read.integer("exit_code"),
-            signal=read.optional_text("signal"),
-            reason=read.choice("reason", messages.TERMINATION_REASONS),
-            ended_at=read.number("ended_at"),
-            background=read.integer("background"),
-            output_events=read.integer("output_events"),
-        )
+        return read_flat(cls, body, cls.TYPE, reason=messages.TERMINATION_REASONS)
 
 
 WorkerEvent = OutputEvent | ProcessStarted | ProcessEnded

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from zodex_protocol import messages
-from zodex_protocol.bodies import BodyReader, flat_body
+from zodex_protocol.bodies import BodyReader, flat_body, read_flat
 
 STATUSES = ("running", "exited")
 PATCH_OPERATIONS = ("created", "edited", "deleted", "renamed")
@@ -27,14 +27,7 @@ class Pong:
 
     @classmethod
     def from_body(cls, body: object) -> Pong:
-        read = BodyReader(body, messages.PONG)
-        return cls(
-            worker_id=read.text("worker_id"),
-            incarnation=read.integer("incarnation"),
-            pid=read.integer("pid"),
-            workdir=read.text("workdir"),
-            live_sessions=read.integer("live_sessions"),
-        )
+        return read_flat(cls, body, messages.PONG)
 
     def to_body(self) -> dict[str, Any]:
         return flat_body(self)
