@@ -13,8 +13,8 @@ from pathlib import Path
 import click
 
 from zodex_gateway.agents.session_ids import BadSessionKey, load_or_create_session_ids
+from zodex_gateway.local.front import LocalFront, load_or_create_token
 from zodex_gateway.local.paths import LocalPaths
-from zodex_gateway.mcp.http_guard import load_or_create_token
 from zodex_gateway.redaction import SECRETS, watch_secret_files
 from zodex_gateway.serve.transports import http_transport, serve_until_stopped, stdio_transport
 from zodex_gateway.web.server import listen
@@ -113,8 +113,9 @@ def http(
         click.echo(f"listening on {url}")
         sys.stdout.flush()
 
+    front = LocalFront.admitting(token, sock.getsockname()[0])
     transport = http_transport(
-        sock, token, start_directory or os.getcwd(), announce, history=not no_history, session_ids=session_ids
+        sock, front, start_directory or os.getcwd(), announce, history=not no_history, session_ids=session_ids
     )
     asyncio.run(serve_until_stopped(runtime, transport))
 

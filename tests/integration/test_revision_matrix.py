@@ -20,7 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.gateway import GATEWAY, Mcp, gateway_env, start_http_gateway
 from tests.support.local import ZODEX, local_env
-from zodex_gateway.mcp.server import NO_IDENTITY
+from zodex_gateway.mcp.alias_tool import NO_IDENTITY
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -24,9 +24,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.local import LocalEnv, connected, local_env
 from zodex_gateway.history import HistoryStore
-from zodex_gateway.mcp.http_guard import UNKNOWN_SESSION
-from zodex_gateway.mcp.server import NO_IDENTITY
+from zodex_gateway.mcp.alias_tool import NO_IDENTITY
 from zodex_gateway.redaction import REDACTED
+from zodex_gateway.serve.mcp_http import UNKNOWN_SESSION
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,6 @@ import asyncio
 import hashlib
 import hmac
 import logging
-import secrets
 import signal
 import socket
 import sys
@@ -25,9 +24,9 @@ from zodex_gateway.fleet import keys
 from zodex_gateway.fleet.front import FleetFront, McpKeySource, read_mcp_key
 from zodex_gateway.fleet.remote import RemoteDispatcher
 from zodex_gateway.fleet.settings import GatewaySettings, HostEntry
-from zodex_gateway.mcp.http_guard import GuardedMcpApp
-from zodex_gateway.mcp.server import ToolHandlers
+from zodex_gateway.mcp.mode import Mode
 from zodex_gateway.sprite.auth import SpriteFront
+from zodex_gateway.sprite.service import keyed_mcp
 from zodex_gateway.web.server import Listeners, listen
 from zodex_system import log_lines
 
@@ -92,17 +91,15 @@ async def _serve(
             signing_key=host.signing_key,
         )
         dispatchers.append(dispatcher)
-        # The token is never used: the front admits requests by the host's key.
-        mcp = GuardedMcpApp.serving(
-            ToolHandlers(dispatcher, mode="sprite"),
-            secrets.token_hex(32),
-            settings.address,
-            start_directory=host.entry.workspace,
+        fronts[host.entry.name] = keyed_mcp(
+            dispatcher,
+            Mode.FLEET,
+            McpKeySource(host.entry.mcp_key, host.mcp_key),
+            allowed_hosts=(),
+            workspace=host.entry.workspace,
             max_body=limits.max_body,
             session_ids=session_ids,
         )
-        key_source = McpKeySource(host.entry.mcp_key, host.mcp_key)
-        fronts[host.entry.name] = SpriteFront(mcp, key_source, allowed_hosts=(), version=zodex_version())
     listeners = Listeners(limits, lifespan="on", graceful_s=2)
     listeners.add(FleetFront(fronts, version=zodex_version()), sock)
     loop = asyncio.get_running_loop()

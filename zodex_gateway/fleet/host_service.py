@@ -37,12 +37,11 @@ from zodex_gateway.sprite.service import (
     drop_privileges,
     log_to,
     make_runtime_dir,
+    owning_runtime,
     service_and_agent,
     worker_python,
 )
 from zodex_gateway.workers.dispatcher import ZmqDispatcher
-from zodex_gateway.workers.runtime import Runtime
-from zodex_gateway.workers.runtime_dirs import hold_lock, write_owner_file
 from zodex_gateway.workers.supervisor import Supervisor
 from zodex_protocol.layout import RuntimeLayout
 from zodex_protocol.limits import max_message_bytes
@@ -141,17 +140,13 @@ def _setup_logging(settings: HostSettings) -> None:
 
 
 def _serve(settings: HostSettings, prepared: PreparedHost, helper_sock: socket.socket) -> int:
-    runtime = Runtime(
-        runtime_id=prepared.runtime_id,
-        layout=prepared.layout,
-        key=prepared.runtime_signing_key,
-        state_dir=agent_state_dir(prepared.agent),
-        limits=settings.sprite.limits,
-        shell=COMMAND_SHELL,
-        owner=True,
-        _lock_fd=hold_lock(prepared.layout),
+    runtime = owning_runtime(
+        prepared.runtime_id,
+        prepared.layout,
+        prepared.runtime_signing_key,
+        prepared.agent,
+        settings.sprite.limits,
     )
-    write_owner_file(prepared.layout)
 
     async def serve_all() -> None:
         launcher = HelperLauncher(helper_sock, stop_on_helper_loss)

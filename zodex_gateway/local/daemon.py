@@ -24,6 +24,7 @@ from zodex_gateway.config.settings import LocalConfig, config_path
 from zodex_gateway.local.address import PortUnavailable, listen_mcp, mcp_token, token_refusal
 from zodex_gateway.local.bearer import ensure_bearer
 from zodex_gateway.local.discovery import RUNTIME_ENV, Discovery, OwnedProcess, iso, write_owned
+from zodex_gateway.local.front import LocalFront
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.local.tunnel import start_tunnel, stop_tunnel
 from zodex_gateway.observer import file_bearer
@@ -150,14 +151,13 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
     observer = ObserverServing(observer_sock, file_bearer(paths.observer_bearer), runtime.runtime_id, started)
     transport = http_transport(
         sock,
-        token,
+        LocalFront.admitting(token, sock.getsockname()[0], refusal=token_refusal()),
         start_directory,
         published,
         read_only_hint=read_only_hint,
         observer=observer,
         limits=ListenerLimits.from_config(config),
         session_ids=session_ids,
-        refusal=token_refusal(),
     )
     try:
         asyncio.run(serve_until_stopped(runtime, transport))

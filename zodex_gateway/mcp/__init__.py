@@ -1,2 +1,3 @@
-"""The MCP surface: the server and its tool handlers, the tool schemas, the HTTP guard and
-the JSON-RPC input checks."""
+"""The MCP surface: the SDK server around the tool dispatcher, the tools (schemas, the
+worker tools, ``set_agent_alias``), how calls are recorded and given model context, the
+instructions, and the JSON-RPC input rules. Transports are :mod:`zodex_gateway.serve`'s."""

@@ -14,7 +14,7 @@ from zodex_gateway.config.units import ConfigError
 from zodex_gateway.context import ContextProvider, ContextSwitches
 from zodex_gateway.history import HistoryStore
 from zodex_gateway.history.capture import EventCapture
-from zodex_gateway.mcp.server import LocalFeatures
+from zodex_gateway.mcp.local_features import LocalFeatures
 from zodex_gateway.observer.feed import ObserverFeed
 from zodex_gateway.observer.hub import EventHub
 from zodex_gateway.workers.supervisor import Supervisor

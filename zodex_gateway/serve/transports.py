@@ -1,4 +1,5 @@
-"""Running a gateway: the MCP transports, and stopping everything cleanly afterwards."""
+"""Running a gateway: its MCP transport (stdio, or HTTP behind a front), and stopping
+everything cleanly afterwards."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from zodex_gateway.agents.session_ids import SessionIds
-from zodex_gateway.mcp.http_guard import MISSING_TOKEN, GuardedMcpApp
 from zodex_gateway.mcp.jsonrpc_input import AnsweringReadStream
-from zodex_gateway.mcp.server import ToolHandlers, server_for
+from zodex_gateway.mcp.server import server_for
+from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
 from zodex_gateway.serve.features import FeatureOptions, open_features
+from zodex_gateway.serve.mcp_http import Front, McpHttpApp
 from zodex_gateway.serve.stdio_pipes import loop_stdio
 from zodex_gateway.web.listener_limits import ListenerLimits
 from zodex_gateway.web.server import Listeners, base_url
@@ -108,10 +110,10 @@ def stdio_transport(start_directory: str, *, history: bool = True) -> Serve:
         connection = f"{supervisor.runtime.runtime_id}:{os.getpid()}"
         opened = await open_features(supervisor, FeatureOptions(history=history, stdio_connection=connection))
         stop.add_cleanup(opened.close)
-        handlers = ToolHandlers(
+        tools = ToolDispatcher(
             ZmqDispatcher(supervisor), limits=supervisor.runtime.limits, local=opened.features
         )
-        server = server_for(handlers, start_directory=start_directory)
+        server = server_for(tools, start_directory=start_directory)
         async with loop_stdio() as wire:
             # On pipes, the wire is served on the loop, not in the SDK's threads (stdio_pipes).
             await _serve_stdio(server, wire)
@@ -144,7 +146,7 @@ class ObserverServing:
 
 def http_transport(
     sock: socket.socket,
-    token: str,
+    front: Front,
     start_directory: str,
     on_listening: Callable[[str], None],
     *,
@@ -153,36 +155,28 @@ def http_transport(
     observer: ObserverServing | None = None,
     limits: ListenerLimits | None = None,
     session_ids: SessionIds | None = None,
-    refusal: str = MISSING_TOKEN,
 ) -> Serve:
-    """MCP over HTTP on ``sock``; with ``observer`` (and history), the observer API too,
-    on its own socket in the same loop. ``limits`` bound slow clients and bodies;
-    ``session_ids`` signs the session ids handshake clients get (a key of this process
-    only when None); ``refusal`` is what a request without the token is told."""
+    """MCP over HTTP on ``sock``, behind ``front`` (Local's: Host and token); with
+    ``observer`` (and history), the observer API too, on its own socket in the same loop.
+    ``limits`` bound slow clients and bodies; ``session_ids`` signs the session ids
+    handshake clients get (a key of this process only when None)."""
     limits = limits or ListenerLimits()
 
     async def serve(supervisor: Supervisor, stop: StopSignal) -> None:
         # One budget for both listeners: descriptors are the process's.
         listeners = Listeners(limits, lifespan="on", graceful_s=2)
-        host = sock.getsockname()[0]
         opened = await open_features(supervisor, FeatureOptions(history=history))
         stop.add_cleanup(opened.close)
-        handlers = ToolHandlers(
+        tools = ToolDispatcher(
             ZmqDispatcher(supervisor),
             limits=supervisor.runtime.limits,
             read_only_hint=read_only_hint,
             local=opened.features,
         )
-        app = GuardedMcpApp.serving(
-            handlers,
-            token,
-            host,
-            start_directory=start_directory,
-            max_body=limits.max_body,
-            session_ids=session_ids,
-            refusal=refusal,
+        mcp = McpHttpApp.serving(
+            tools, start_directory=start_directory, max_body=limits.max_body, session_ids=session_ids
         )
-        listeners.add(app, sock)
+        listeners.add(front(mcp), sock)
         history_store = opened.features.history
         if observer is not None and history_store is not None and opened.hub is not None:
             from zodex_gateway.observer import create_observer_app

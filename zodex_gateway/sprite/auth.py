@@ -24,7 +24,7 @@ from pathlib import Path
 
 from starlette.types import Receive, Scope, Send
 
-from zodex_gateway.mcp.http_guard import GuardedMcpApp
+from zodex_gateway.serve.mcp_http import McpHttpApp
 from zodex_gateway.sprite.key import KeyRefused, read_key
 from zodex_gateway.web import guard
 
@@ -85,7 +85,7 @@ def _without_key(scope: Scope) -> Scope:
 
 class SpriteFront:
     def __init__(
-        self, mcp: GuardedMcpApp, keys: KeySource, *, allowed_hosts: tuple[str, ...], version: str
+        self, mcp: McpHttpApp, keys: KeySource, *, allowed_hosts: tuple[str, ...], version: str
     ) -> None:
         self._mcp = mcp
         self._keys = keys
@@ -94,7 +94,7 @@ class SpriteFront:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self._mcp.serve_admitted(scope, receive, send)  # the lifespan
+            await self._mcp(scope, receive, send)  # the lifespan
             return
         if not self._host_allowed(scope):
             await _empty(send, 421)
@@ -112,7 +112,7 @@ class SpriteFront:
             await _empty(send, 404)
             return
         admitted = {**_without_key(scope), "path": "/mcp", "raw_path": b"/mcp"}
-        await self._mcp.serve_admitted(admitted, receive, send)
+        await self._mcp(admitted, receive, send)
 
     def _key_ok(self, scope: Scope) -> bool:
         expected = self._keys.current()

@@ -30,10 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.config.package_version import zodex_version
-from zodex_gateway.mcp.http_guard import GuardedMcpApp
-from zodex_gateway.mcp.server import ToolHandlers
+from zodex_gateway.mcp.mode import Mode
+from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
 from zodex_gateway.redaction import SECRETS
+from zodex_gateway.serve.mcp_http import McpHttpApp
 from zodex_gateway.serve.transports import Serve, StopSignal, serve_until_stopped
 from zodex_gateway.sprite.auth import KeySource, SpriteFront
 from zodex_gateway.sprite.environment import COMMAND_SHELL, agent_environment
@@ -44,12 +46,13 @@ from zodex_gateway.sprite.reach import unreadable_import_root
 from zodex_gateway.sprite.settings import SpriteSettings
 from zodex_gateway.sprite.unit import serve_command
 from zodex_gateway.web.server import Listeners, listen
-from zodex_gateway.workers.dispatcher import ZmqDispatcher
+from zodex_gateway.workers.dispatcher import Dispatcher, ZmqDispatcher
 from zodex_gateway.workers.runtime import Runtime
 from zodex_gateway.workers.runtime_dirs import hold_lock, write_owner_file
 from zodex_gateway.workers.supervisor import Supervisor
 from zodex_protocol.envelope import new_key
 from zodex_protocol.layout import RuntimeLayout
+from zodex_protocol.limits import Limits
 from zodex_system import log_lines
 from zodex_system.secret_files import create_secret_file
 
@@ -321,18 +324,47 @@ def log_to(settings: SpriteSettings, path: Path, fmt: str, redact: Callable[[str
     log_lines.use_for_root([rotating, logging.StreamHandler()], fmt, logging.INFO, redact)
 
 
-def _serve(settings: SpriteSettings, prepared: Prepared, helper_sock: socket.socket) -> int:
+def owning_runtime(
+    runtime_id: str, layout: RuntimeLayout, signing_key: bytes, agent: AgentAccount, limits: Limits
+) -> Runtime:
+    """The runtime made in ``layout`` (:func:`make_runtime_dir`), held as its owner (Sprite's
+    service, a fleet host): the agent's workers join it."""
     runtime = Runtime(
-        runtime_id=prepared.runtime_id,
-        layout=prepared.layout,
-        key=prepared.signing_key,
-        state_dir=agent_state_dir(prepared.agent),
-        limits=settings.limits,
+        runtime_id=runtime_id,
+        layout=layout,
+        key=signing_key,
+        state_dir=agent_state_dir(agent),
+        limits=limits,
         shell=COMMAND_SHELL,
         owner=True,
-        _lock_fd=hold_lock(prepared.layout),
+        _lock_fd=hold_lock(layout),
     )
-    write_owner_file(prepared.layout)
+    write_owner_file(layout)
+    return runtime
+
+
+def keyed_mcp(
+    dispatcher: Dispatcher,
+    mode: Mode,
+    keys: KeySource,
+    *,
+    allowed_hosts: tuple[str, ...],
+    workspace: str | None,
+    max_body: int,
+    limits: Limits | None = None,
+    session_ids: SessionIds | None = None,
+) -> SpriteFront:
+    """MCP over HTTP for one workspace, behind Sprite's front (the key): Sprite's service,
+    and each host of a fleet gateway."""
+    tools = ToolDispatcher(dispatcher, limits=limits, mode=mode)
+    mcp = McpHttpApp.serving(tools, start_directory=workspace, max_body=max_body, session_ids=session_ids)
+    return SpriteFront(mcp, keys, allowed_hosts=allowed_hosts, version=zodex_version())
+
+
+def _serve(settings: SpriteSettings, prepared: Prepared, helper_sock: socket.socket) -> int:
+    runtime = owning_runtime(
+        prepared.runtime_id, prepared.layout, prepared.signing_key, prepared.agent, settings.limits
+    )
     keys = KeySource(settings.key_file, prepared.key, prepared.service.pw_uid)
 
     async def serve_all() -> None:
@@ -362,16 +394,15 @@ def _transport(
         stop.add_cleanup(launcher.stop)  # after the workers: every process of the agent goes
         limits = settings.listener_limits()
         listeners = Listeners(limits, lifespan="on", graceful_s=2)
-        handlers = ToolHandlers(ZmqDispatcher(supervisor), limits=settings.limits, mode="sprite")
-        # The token is never used: SpriteFront admits requests by the key.
-        mcp = GuardedMcpApp.serving(
-            handlers,
-            secrets.token_hex(32),
-            settings.address,
-            start_directory=str(settings.workspace),
+        front = keyed_mcp(
+            ZmqDispatcher(supervisor),
+            Mode.SPRITE,
+            keys,
+            allowed_hosts=settings.allowed_hosts,
+            workspace=str(settings.workspace),
             max_body=limits.max_body,
+            limits=settings.limits,
         )
-        front = SpriteFront(mcp, keys, allowed_hosts=settings.allowed_hosts, version=zodex_version())
         listeners.add(front, prepared.sock, prepared.tls)
         stop.add_graceful_exit(listeners.stop)
         write_status(settings, prepared)

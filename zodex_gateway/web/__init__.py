@@ -1,2 +1,3 @@
-"""Plumbing every HTTP listener shares: the front door (Host, bearer, JSON errors), serving
-on a listening socket, and the limits on connections that are slow to send their headers."""
+"""Plumbing every HTTP listener shares, MCP or not: the Host rule and the bearer (with JSON
+errors) a front door is made of, serving on a listening socket, and the limits on
+connections that are slow to send their headers or send too much."""

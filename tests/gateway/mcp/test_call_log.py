@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.in_process import InProcessDispatcher
 from zodex_gateway.mcp.call_log import CallNote, call_line, error_summary, quoted
-from zodex_gateway.mcp.server import ToolHandlers
+from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
 from zodex_protocol.limits import Limits
 
 pytestmark = pytest.mark.timeout(30)
@@ -31,15 +31,15 @@ LINE = re.compile(
 
 
 @pytest.fixture
-async def handlers(tmp_path: Path) -> AsyncIterator[ToolHandlers]:
+async def handlers(tmp_path: Path) -> AsyncIterator[ToolDispatcher]:
     dispatcher = InProcessDispatcher(Limits(), tmp_path / "spill", ["/bin/bash", "-c"])
     try:
-        yield ToolHandlers(dispatcher)
+        yield ToolDispatcher(dispatcher)
     finally:
         await dispatcher.close()
 
 
-async def call(handlers: ToolHandlers, name: str, **arguments: Any) -> types.CallToolResult:
+async def call(handlers: ToolDispatcher, name: str, **arguments: Any) -> types.CallToolResult:
     return await handlers.call_tool(None, types.CallToolRequestParams(name=name, arguments=arguments))  # type: ignore[arg-type]
 
 
@@ -51,7 +51,7 @@ def call_lines(caplog: pytest.LogCaptureFixture) -> list[re.Match[str]]:
 
 
 async def test_one_line_per_call_with_its_fields(
-    handlers: ToolHandlers, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    handlers: ToolDispatcher, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="zodex.calls")
     workdir = str(tmp_path)
@@ -79,7 +79,7 @@ async def test_one_line_per_call_with_its_fields(
 
 
 async def test_cmd_chars_patch_and_output_never_reach_the_log(
-    handlers: ToolHandlers, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    handlers: ToolDispatcher, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)  # every logger, every level
     workdir = str(tmp_path)

@@ -10,7 +10,8 @@ import pytest
 
 from tests.support.in_process import InProcessDispatcher
 from zodex_gateway.history import HistoryStore
-from zodex_gateway.mcp.server import LocalFeatures, ToolHandlers
+from zodex_gateway.mcp.local_features import LocalFeatures
+from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
 from zodex_protocol.limits import Limits
 
 pytestmark = pytest.mark.timeout(30)
@@ -23,7 +24,7 @@ async def test_full_history_refuses_the_call_and_runs_nothing(tmp_path: Path) ->
         # Cap the database at its current size: the next insert fails as on a full disk.
         pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
         store._conn.execute(f"PRAGMA max_page_count = {pages}")
-        handlers = ToolHandlers(dispatcher, local=LocalFeatures(history=store))
+        handlers = ToolDispatcher(dispatcher, local=LocalFeatures(history=store))
         marker = tmp_path / "ran"
         big_args = {"cmd": f"touch {marker}; echo {'x' * 20000}", "workdir": str(tmp_path)}
         result = await handlers.call_tool(

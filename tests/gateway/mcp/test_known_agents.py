@@ -14,7 +14,8 @@ import pytest
 from tests.support.in_process import InProcessDispatcher
 from zodex_gateway.agents.identity import AGENTS_KEPT, KnownAgents
 from zodex_gateway.history import HistoryStore
-from zodex_gateway.mcp.server import LocalFeatures, ToolHandlers
+from zodex_gateway.mcp.local_features import LocalFeatures
+from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,7 +36,7 @@ async def test_long_session_values_of_many_conversations_are_not_kept(
     twin: InProcessDispatcher, tmp_path: Path
 ) -> None:
     with HistoryStore(tmp_path / "history") as store:
-        handlers = ToolHandlers(twin, local=LocalFeatures(history=store))
+        handlers = ToolDispatcher(twin, local=LocalFeatures(history=store))
         label = types.CallToolRequestParams(name="set_agent_alias", arguments={"alias": "worker"})
 
         async def agent_of(session: str) -> str:

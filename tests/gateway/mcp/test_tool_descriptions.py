@@ -8,7 +8,7 @@ from typing import Any
 import mcp_types as types
 
 from zodex_gateway.mcp import tools
-from zodex_gateway.mcp.server import ToolHandlers
+from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
 from zodex_protocol.limits import Limits
 
 DEFAULT_EXEC_YIELD = (
@@ -82,10 +82,10 @@ def test_only_those_numbers_change() -> None:
 
 
 async def test_the_server_lists_the_limits_it_was_given() -> None:
-    handlers = ToolHandlers(object(), limits=CHANGED)  # type: ignore[arg-type]
+    handlers = ToolDispatcher(object(), limits=CHANGED)  # type: ignore[arg-type]
     listed = (await handlers.list_tools(None, None)).tools
     assert descriptions(listed) == descriptions(tools.tool_list(CHANGED))
-    plain = (await ToolHandlers(object()).list_tools(None, None)).tools  # type: ignore[arg-type]
+    plain = (await ToolDispatcher(object()).list_tools(None, None)).tools  # type: ignore[arg-type]
     assert descriptions(plain)["exec yield"] == DEFAULT_EXEC_YIELD
 
 
@@ -94,10 +94,10 @@ async def test_the_sdk_finds_each_listed_input_schema_without_listing_tools() ->
     # the lookup it is given answers exactly what tools/list lists.
     from zodex_gateway.mcp.server import server_for
 
-    handlers = ToolHandlers(object(), limits=CHANGED)  # type: ignore[arg-type]
+    handlers = ToolDispatcher(object(), limits=CHANGED)  # type: ignore[arg-type]
     listed = (await handlers.list_tools(None, None)).tools
     assert {t.name: handlers.input_schema(t.name) for t in listed} == {t.name: t.input_schema for t in listed}
     assert handlers.input_schema("no_such_tool") is None
-    lookup = server_for(ToolHandlers(object(), limits=CHANGED)).get_tool_input_schema  # type: ignore[arg-type]
+    lookup = server_for(ToolDispatcher(object(), limits=CHANGED)).get_tool_input_schema  # type: ignore[arg-type]
     assert lookup is not None
     assert lookup(tools.EXEC_COMMAND) == handlers.input_schema(tools.EXEC_COMMAND)

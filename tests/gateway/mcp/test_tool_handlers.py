@@ -14,15 +14,17 @@ import mcp_types as types
 import pytest
 
 from tests.support.in_process import InProcessDispatcher
-from zodex_gateway.mcp.server import ToolHandlers
+from zodex_gateway.mcp.mode import Mode
+from zodex_gateway.mcp.server import server_for
+from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
 from zodex_protocol.errors import ErrorCode, ProtocolError
 
 pytestmark = pytest.mark.timeout(30)
 
 
 @pytest.fixture
-def handlers(twin: InProcessDispatcher) -> ToolHandlers:
-    return ToolHandlers(twin)
+def handlers(twin: InProcessDispatcher) -> ToolDispatcher:
+    return ToolDispatcher(twin)
 
 
 @pytest.fixture
@@ -32,7 +34,7 @@ def workdir(tmp_path: Path) -> Path:
     return path.resolve()
 
 
-async def call(handlers: ToolHandlers, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+async def call(handlers: ToolDispatcher, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
     return await handlers.call_tool(None, types.CallToolRequestParams(name=name, arguments=arguments))  # type: ignore[arg-type]
 
 
@@ -43,7 +45,7 @@ def text_of(result: types.CallToolResult) -> str:
     return block.text
 
 
-async def session(handlers: ToolHandlers, name: str, **args: Any) -> dict[str, Any]:
+async def session(handlers: ToolDispatcher, name: str, **args: Any) -> dict[str, Any]:
     """A session result: structuredContent and one text block holding the same JSON."""
     result = await call(handlers, name, args)
     assert not result.is_error, text_of(result)
@@ -53,7 +55,7 @@ async def session(handlers: ToolHandlers, name: str, **args: Any) -> dict[str, A
     return dict(result.structured_content)
 
 
-async def error(handlers: ToolHandlers, name: str, arguments: dict[str, Any] | None) -> str:
+async def error(handlers: ToolDispatcher, name: str, arguments: dict[str, Any] | None) -> str:
     result = await call(handlers, name, arguments)
     assert result.is_error
     assert result.structured_content is None
@@ -62,7 +64,9 @@ async def error(handlers: ToolHandlers, name: str, arguments: dict[str, Any] | N
     return text
 
 
-async def test_exec_result_is_structured_and_mirrored_as_text(handlers: ToolHandlers, workdir: Path) -> None:
+async def test_exec_result_is_structured_and_mirrored_as_text(
+    handlers: ToolDispatcher, workdir: Path
+) -> None:
     r = await session(handlers, "exec_command", cmd="echo héllo; pwd", workdir=str(workdir))
     assert r["status"] == "exited" and r["exit_code"] == 0 and r["termination_reason"] == "exit"
     assert r["output"] == f"héllo\n{workdir}\n"
@@ -73,7 +77,7 @@ async def test_exec_result_is_structured_and_mirrored_as_text(handlers: ToolHand
     assert "héllo" in text_of(raw), "text is plain UTF-8 JSON, not \\u escapes"
 
 
-async def test_running_session_typed_into_then_killed(handlers: ToolHandlers, workdir: Path) -> None:
+async def test_running_session_typed_into_then_killed(handlers: ToolDispatcher, workdir: Path) -> None:
     r = await session(
         handlers, "exec_command", cmd="read x; echo got $x; sleep 300", workdir=str(workdir), yield_time_ms=50
     )
@@ -96,7 +100,7 @@ async def test_running_session_typed_into_then_killed(handlers: ToolHandlers, wo
     assert (again["status"], again["termination_reason"], again["output"]) == ("exited", "killed", "")
 
 
-async def test_bad_workdir_messages_in_order(handlers: ToolHandlers, tmp_path: Path) -> None:
+async def test_bad_workdir_messages_in_order(handlers: ToolDispatcher, tmp_path: Path) -> None:
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")
     missing = tmp_path / "missing"
@@ -128,7 +132,7 @@ async def test_bad_workdir_messages_in_order(handlers: ToolHandlers, tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"], "nothing spawned, nothing written"
 
 
-async def test_unknown_handles_and_tools(handlers: ToolHandlers, workdir: Path) -> None:
+async def test_unknown_handles_and_tools(handlers: ToolDispatcher, workdir: Path) -> None:
     for handle in ("abc", "aaaaaaa1-0123456789", ""):
         assert (
             await error(handlers, "write_stdin", {"session_handle": handle})
@@ -145,11 +149,12 @@ async def test_unknown_handles_and_tools(handlers: ToolHandlers, workdir: Path) 
     assert (await error(handlers, "set_agent_alias", {"alias": "x"})).startswith(
         "set_agent_alias needs to know which conversation is calling"
     )
-    sprite = ToolHandlers(handlers.dispatcher, mode="sprite")
-    assert await error(sprite, "set_agent_alias", {"alias": "x"}) == "Unknown tool: set_agent_alias"
+    for mode in (Mode.SPRITE, Mode.FLEET):
+        remote = ToolDispatcher(handlers.workers.dispatcher, mode=mode)
+        assert await error(remote, "set_agent_alias", {"alias": "x"}) == "Unknown tool: set_agent_alias"
 
 
-async def test_wrong_argument_types(handlers: ToolHandlers, workdir: Path) -> None:
+async def test_wrong_argument_types(handlers: ToolDispatcher, workdir: Path) -> None:
     wd = str(workdir)
     cases: list[tuple[str, dict[str, Any] | None, str]] = [
         ("exec_command", None, "cmd is required"),
@@ -173,7 +178,7 @@ async def test_wrong_argument_types(handlers: ToolHandlers, workdir: Path) -> No
     assert list(workdir.iterdir()) == []
 
 
-async def test_apply_patch_success_and_failure_text(handlers: ToolHandlers, workdir: Path) -> None:
+async def test_apply_patch_success_and_failure_text(handlers: ToolDispatcher, workdir: Path) -> None:
     (workdir / "keep.txt").write_text("one\ntwo\n")
     ok = await call(handlers, "apply_patch", {"workdir": str(workdir), "patch": (
         "*** Begin Patch\n*** Add File: new.txt\n+hello\n"
@@ -197,11 +202,12 @@ async def test_apply_patch_success_and_failure_text(handlers: ToolHandlers, work
     assert invalid.is_error and text_of(invalid).startswith("Invalid patch")
 
 
-async def test_list_tools_and_read_only_hint(handlers: ToolHandlers) -> None:
+async def test_list_tools_and_read_only_hint(handlers: ToolDispatcher) -> None:
     listed = (await handlers.list_tools(None, None)).tools  # type: ignore[arg-type]
     assert [t.name for t in listed] == ["exec_command", "write_stdin", "apply_patch", "set_agent_alias"]
-    sprite = (await ToolHandlers(handlers.dispatcher, mode="sprite").list_tools(None, None)).tools  # type: ignore[arg-type]
-    assert [t.name for t in sprite] == ["exec_command", "write_stdin", "apply_patch"]
+    for mode in (Mode.SPRITE, Mode.FLEET):  # the fleet lists Sprite's tools (docs/fleet.md#gateways)
+        remote = (await ToolDispatcher(handlers.workers.dispatcher, mode=mode).list_tools(None, None)).tools  # type: ignore[arg-type]
+        assert [t.name for t in remote] == ["exec_command", "write_stdin", "apply_patch"]
     for tool in listed:
         assert tool.annotations is not None
         assert (tool.annotations.read_only_hint, tool.annotations.destructive_hint) == (True, False)
@@ -210,9 +216,30 @@ async def test_list_tools_and_read_only_hint(handlers: ToolHandlers) -> None:
             assert prop.get("description"), (tool.name, name)
             assert not any(word in name for word in ("agent", "conversation", "runtime"))
     assert listed[0].output_schema is not None and listed[2].output_schema is None
-    flipped = (await ToolHandlers(handlers.dispatcher, read_only_hint=False).list_tools(None, None)).tools  # type: ignore[arg-type]
+    flipped = (
+        await ToolDispatcher(handlers.workers.dispatcher, read_only_hint=False).list_tools(None, None)
+    ).tools  # type: ignore[arg-type]
     assert [t.annotations.read_only_hint for t in flipped if t.annotations] == [False, False, False, False]
     assert all(t.annotations and t.annotations.destructive_hint is False for t in flipped)
+
+
+def test_each_mode_gives_its_instructions(handlers: ToolDispatcher) -> None:
+    """Local names its start directory; Sprite and the fleet give Sprite's instructions with
+    the workspace (docs/sprite.md#the-service, docs/fleet.md#gateways)."""
+    said = {
+        mode: server_for(
+            ToolDispatcher(handlers.workers.dispatcher, mode=mode), start_directory="/w"
+        ).instructions
+        for mode in Mode
+    }
+    assert said[Mode.LOCAL] is not None and "Suggested first workdir: /w" in said[Mode.LOCAL]
+    assert said[Mode.LOCAL].startswith("Zodex gives you a real machine")
+    for mode in (Mode.SPRITE, Mode.FLEET):
+        assert said[mode] is not None and said[mode].startswith(
+            "Zodex Sprite gives you remote execution tools"
+        )
+        assert "Default workdir: /w" in said[mode]
+    assert [mode.value for mode in Mode] == ["local", "sprite", "fleet"]
 
 
 class FailingDispatcher:
@@ -229,9 +256,9 @@ class FailingDispatcher:
 
 
 async def test_protocol_failures_and_timeouts_become_one_line_errors() -> None:
-    lost = ToolHandlers(FailingDispatcher(ProtocolError(ErrorCode.WORKER_LOST, "the worker went away")))
+    lost = ToolDispatcher(FailingDispatcher(ProtocolError(ErrorCode.WORKER_LOST, "the worker went away")))
     assert await error(lost, "exec_command", {}) == "the worker went away"
-    slow = ToolHandlers(FailingDispatcher(TimeoutError()))
+    slow = ToolDispatcher(FailingDispatcher(TimeoutError()))
     assert (
         await error(slow, "write_stdin", {}) == "write_stdin got no answer from its worker in time; try again"
     )

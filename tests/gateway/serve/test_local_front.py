@@ -1,5 +1,6 @@
-"""The HTTP guard (docs/modes.md#http-listeners) as an ASGI app, no socket: Host check, token, paths, and the
-token file. Checks run in this order: Host, then path, then token."""
+"""Local's front door for MCP (docs/modes.md#http-listeners) around the MCP HTTP app, as an
+ASGI app, no socket: Host check, token, paths, the token file, and the body limits behind
+them. Checks run in this order: Host, then path, then token."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.support.gateway import wait_for
-from zodex_gateway.mcp.http_guard import LARGE_BODY, GuardedMcpApp, load_or_create_token
-from zodex_gateway.mcp.server import ToolHandlers, server_for
+from zodex_gateway.local.front import MISSING_TOKEN, LocalFront, load_or_create_token
+from zodex_gateway.mcp.server import server_for
+from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
+from zodex_gateway.serve.mcp_http import LARGE_BODY, McpHttpApp
 
 TOKEN = "t0k3n" * 12 + "abcd"  # 64 characters
 PORT = 8123
@@ -45,9 +48,16 @@ class NoDispatcher:
         pass
 
 
-def make_app(host: str = "127.0.0.1") -> GuardedMcpApp:
+def make_mcp(max_body: int | None = None) -> McpHttpApp:
+    server = server_for(ToolDispatcher(NoDispatcher()))  # type: ignore[arg-type]
+    return McpHttpApp(server) if max_body is None else McpHttpApp(server, max_body=max_body)
+
+
+def make_app(
+    host: str = "127.0.0.1", *, mcp: McpHttpApp | None = None, refusal: str = MISSING_TOKEN
+) -> LocalFront:
     # The port the Host must carry is the one the connection came in on (the client's base_url).
-    return GuardedMcpApp(server_for(ToolHandlers(NoDispatcher())), TOKEN, host)  # type: ignore[arg-type]
+    return LocalFront(mcp or make_mcp(), TOKEN, host, refusal=refusal)
 
 
 @pytest.fixture
@@ -155,7 +165,7 @@ def test_bad_or_missing_token_is_401(client: TestClient, headers: dict[str, str]
 
 
 def test_the_refusal_is_the_one_given() -> None:
-    app = GuardedMcpApp(server_for(ToolHandlers(NoDispatcher())), TOKEN, "127.0.0.1", refusal="ask someone")  # type: ignore[arg-type]
+    app = make_app(refusal="ask someone")
     with TestClient(app, base_url=f"http://127.0.0.1:{PORT}") as client:
         assert_refused(post(client, {}), 401, "ask someone")
         probe = client.get("/.well-known/oauth-authorization-server")
@@ -228,7 +238,7 @@ def test_token_file_with_a_short_token_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_body_over_max_body_is_413_with_a_json_rpc_error_naming_the_limit() -> None:
-    app = GuardedMcpApp(server_for(ToolHandlers(NoDispatcher())), TOKEN, "127.0.0.1", max_body=64 * 1024)  # type: ignore[arg-type]
+    app = make_app(mcp=make_mcp(max_body=64 * 1024))
     expected = {
         "jsonrpc": "2.0",
         "id": None,
@@ -249,7 +259,8 @@ def test_a_body_over_max_body_is_413_with_a_json_rpc_error_naming_the_limit() ->
 
 
 async def test_at_most_two_large_bodies_are_held_at_once() -> None:
-    app = make_app()
+    mcp = make_mcp()
+    app = make_app(mcp=mcp)
     answer = asyncio.Event()
     handled: list[int] = []
     bodies_read: list[int] = []
@@ -260,7 +271,7 @@ async def test_at_most_two_large_bodies_are_held_at_once() -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
 
-    app._app = inner  # type: ignore[assignment]  # the SDK app behind the guard, replaced
+    mcp._app = inner  # type: ignore[assignment]  # the SDK app behind the front, replaced
     large = LARGE_BODY + 1
 
     async def request(n: int) -> None:

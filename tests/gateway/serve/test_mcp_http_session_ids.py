@@ -14,8 +14,11 @@ from starlette.testclient import TestClient
 
 from zodex_gateway.agents.identity import VERIFIED_SESSION_SCOPE_KEY
 from zodex_gateway.agents.session_ids import SessionIds
-from zodex_gateway.mcp.http_guard import UNKNOWN_SESSION, GuardedMcpApp
-from zodex_gateway.mcp.server import NO_IDENTITY, ToolHandlers, server_for
+from zodex_gateway.local.front import LocalFront
+from zodex_gateway.mcp.alias_tool import NO_IDENTITY
+from zodex_gateway.mcp.server import server_for
+from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
+from zodex_gateway.serve.mcp_http import UNKNOWN_SESSION, McpHttpApp
 
 TOKEN = "s3ss10n" * 9 + "x"
 PORT = 8124
@@ -45,13 +48,13 @@ class NoDispatcher:
 
 
 class Recording:
-    """The guarded app, remembering the scope of each request that reached the MCP app."""
+    """Local's front around the MCP app, remembering the scope of each request that reached
+    the SDK's app."""
 
     def __init__(self) -> None:
-        self.guarded = GuardedMcpApp(
-            server_for(ToolHandlers(NoDispatcher())), TOKEN, "127.0.0.1", session_ids=IDS
-        )  # type: ignore[arg-type]
-        inner = self.guarded._app
+        mcp = McpHttpApp(server_for(ToolDispatcher(NoDispatcher())), session_ids=IDS)  # type: ignore[arg-type]
+        self.guarded = LocalFront(mcp, TOKEN, "127.0.0.1")
+        inner = mcp._app
         self.reached: list[dict[str, Any]] = []
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -59,7 +62,7 @@ class Recording:
                 self.reached.append(scope)
             await inner(scope, receive, send)
 
-        self.guarded._app = app
+        mcp._app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await self.guarded(scope, receive, send)

@@ -1,19 +1,14 @@
-"""Streamable HTTP transport: stateless JSON responses on ``/mcp`` and ``/mcp/``, guarded.
+"""MCP over streamable HTTP: stateless JSON responses on ``/mcp``, behind the front of a
+mode (:data:`Front`), which has already admitted the request: Local's
+(:mod:`zodex_gateway.local.front`: Host and token), Sprite's (:mod:`zodex_gateway.sprite.auth`:
+the key) or a fleet host's (:mod:`zodex_gateway.fleet.front`).
 
-Before the MCP app sees a request: the Host header must name the loopback address we
-listen on (a DNS-rebinding defence), then the token must match — from
-``X-Zodex-Local-Token`` or ``Authorization: Bearer`` — compared in constant time (the rules
-every listener shares are in :mod:`zodex_gateway.web.guard`). A refusal names what to do
-(``refusal``), and the probes an OAuth client makes after a 401 (metadata, registration) are
-answered with that same line as an OAuth error: the token is not something OAuth can get,
-and a client that found no refusal would go on to open a browser or register itself.
-Then the body is read here,
-up to ``mcp.max-body`` (docs/modes.md#http-listeners): a larger one is answered 413 with a
-JSON-RPC error naming the limit, and at most two bodies larger than 1 MiB are held at once
-(each from the moment it passes 1 MiB until its response starts), so concurrent large
-patches cannot multiply the gateway's memory without bound.
+The body is read here, up to ``mcp.max-body`` (docs/modes.md#http-listeners): a larger one
+is answered 413 with a JSON-RPC error naming the limit, and at most two bodies larger than
+1 MiB are held at once (each from the moment it passes 1 MiB until its response starts), so
+concurrent large patches cannot multiply the gateway's memory without bound.
 
-Session ids (docs/agents.md#identity) are the guard's too, since the SDK serves statelessly
+Session ids (docs/agents.md#identity) are this app's too, since the SDK serves statelessly
 and ignores them: a request's ``Mcp-Session-Id`` must be one the session key signed, else
 404 with a JSON-RPC error before anything runs; a verified one is put in the request's
 scope, where identity reads it. A handshake ``initialize`` answered 200 gets the id it came
@@ -23,57 +18,28 @@ with, or a new one.
 from __future__ import annotations
 
 import json
-import secrets
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Final, Literal
 
 import anyio
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from zodex_gateway.agents.identity import VERIFIED_SESSION_SCOPE_KEY
 from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.mcp import jsonrpc_rules
-from zodex_gateway.mcp.server import ToolHandlers, server_for
+from zodex_gateway.mcp.server import server_for
+from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
 from zodex_gateway.web import guard
 from zodex_gateway.web.listener_limits import DEFAULT_MAX_BODY
-from zodex_system.secret_files import create_secret_file
 
-TOKEN_HEADER = b"x-zodex-local-token"
 SESSION_HEADER = b"mcp-session-id"
 PROTOCOL_VERSION_HEADER = b"mcp-protocol-version"
-MISSING_TOKEN = "missing or invalid token"
-# Where OAuth clients look after a 401 (RFC 9728, RFC 8414, OpenID discovery, RFC 7591
-# registration), with any path suffix the spec lets them add.
-OAUTH_PROBES: Final = (
-    "/.well-known/oauth-protected-resource",
-    "/.well-known/oauth-authorization-server",
-    "/.well-known/openid-configuration",
-    "/register",
-)
 UNKNOWN_SESSION = "Mcp-Session-Id was not issued by this server; send initialize without it for a new session"
 LARGE_BODY: Final = 1024 * 1024
 LARGE_BODIES_AT_ONCE: Final = 2
-ERRORS: Final = guard.JsonErrors()
-
-
-def load_or_create_token(path: Path) -> str:
-    """The token in ``path``; a fresh 64-character one (file mode 0600) if there is none."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        token = secrets.token_hex(32)
-        try:
-            create_secret_file(path, (token + "\n").encode())
-            return token
-        except FileExistsError:
-            pass  # made meanwhile by another gateway: that one is the token
-    token = path.read_text().strip()
-    if len(token) < 32:
-        raise ValueError(f"token in {path} is too short (at least 32 characters)")
-    return token
 
 
 def size_text(size: int) -> str:
@@ -87,78 +53,40 @@ class BodyTooLarge(Exception):
     pass
 
 
-class GuardedMcpApp:
+class McpHttpApp:
+    """The MCP app a front serves what it admitted to, on ``/mcp``; other scopes than HTTP
+    (the lifespan: the SDK's session manager) go to the SDK's app."""
+
     def __init__(
-        self,
-        server: Server[Any],
-        token: str,
-        host: str,
-        *,
-        max_body: int = DEFAULT_MAX_BODY,
-        session_ids: SessionIds | None = None,
-        refusal: str = MISSING_TOKEN,
+        self, server: Server[Any], *, max_body: int = DEFAULT_MAX_BODY, session_ids: SessionIds | None = None
     ) -> None:
-        """``session_ids``: signs and verifies session ids; a key of this process only when None.
-        ``refusal``: the one line a request without the token gets."""
-        self._token = token
-        self._refusal = refusal
+        """``session_ids``: signs and verifies session ids; a key of this process only when None."""
         self._session_ids = session_ids or SessionIds.ephemeral()
         self.max_body = max_body
         self._large_bodies = anyio.Semaphore(LARGE_BODIES_AT_ONCE)
         self._app = server.streamable_http_app(
             stateless_http=True,
             json_response=True,
-            # Host checking is ours (it must know the bound port); the SDK's is off.
+            # Host checking is the front's (Local's must know the bound port); the SDK's is off.
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             # Our limit is checked first; the SDK's own (4 MiB by default) must not be lower.
             max_request_body_size=max_body,
-        )
-        # Host checking is ours: it must know the port the connection came in on.
-        self._guard = guard.ListenerGuard(
-            self._serve, name="MCP", errors=ERRORS, admit=self._admit, extra_hosts=(host,)
         )
 
     @classmethod
     def serving(
         cls,
-        handlers: ToolHandlers,
-        token: str,
-        host: str,
+        tools: ToolDispatcher,
         *,
         start_directory: str | None = None,
         max_body: int = DEFAULT_MAX_BODY,
         session_ids: SessionIds | None = None,
-        refusal: str = MISSING_TOKEN,
-    ) -> GuardedMcpApp:
-        """The app serving ``handlers`` through the SDK's server."""
-        server = server_for(handlers, start_directory=start_directory)
-        return cls(server, token, host, max_body=max_body, session_ids=session_ids, refusal=refusal)
-
-    def _token_ok(self, scope: Scope) -> bool:
-        given = guard.header(scope, TOKEN_HEADER)
-        if given is None:
-            given = guard.bearer(scope)
-        return guard.secret_matches(given, self._token)
-
-    def _admit(self, scope: Scope) -> Scope | Response:
-        path: str = scope["path"]
-        if path not in ("/mcp", "/mcp/"):
-            if _is_oauth_probe(path):
-                return oauth_refusal(self._refusal)
-            return ERRORS.response(404, "not found; the MCP endpoint is /mcp")
-        if not self._token_ok(scope):
-            return ERRORS.response(401, self._refusal, {"WWW-Authenticate": "Bearer"})
-        return {**scope, "path": "/mcp", "raw_path": b"/mcp"}
+    ) -> McpHttpApp:
+        """The app serving ``tools`` through the SDK's server."""
+        server = server_for(tools, start_directory=start_directory)
+        return cls(server, max_body=max_body, session_ids=session_ids)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._guard(scope, receive, send)
-
-    async def serve_admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve a request another front door has admitted (Sprite's key and Host rules):
-        the body limit and the MCP app, without this app's own Host and token checks."""
-        await self._serve(scope, receive, send)
-
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
@@ -223,14 +151,9 @@ class GuardedMcpApp:
         return b"".join(chunks)
 
 
-def _is_oauth_probe(path: str) -> bool:
-    return any(path == probe or path.startswith(probe + "/") for probe in OAUTH_PROBES)
-
-
-def oauth_refusal(refusal: str) -> Response:
-    """An OAuth error (RFC 6749 section 5.2) whose description is the refusal: OAuth clients
-    show ``error_description`` and stop, where a 404 sends them on to the next probe."""
-    return guard.json_response(400, {"error": "invalid_request", "error_description": refusal})
+# What a mode puts in front of the MCP app: its own admission rules (Host, secret, paths),
+# then the app with the path rewritten to ``/mcp``.
+Front = Callable[[McpHttpApp], ASGIApp]
 
 
 def _content_length(scope: Scope) -> int | None:
