@@ -16,7 +16,8 @@ from zodex_gateway.agents.session_ids import BadSessionKey, load_or_create_sessi
 from zodex_gateway.local.front import LocalFront, load_or_create_token
 from zodex_gateway.local.paths import LocalPaths
 from zodex_gateway.redaction import SECRETS, watch_secret_files
-from zodex_gateway.serve.transports import http_transport, serve_until_stopped, stdio_transport
+from zodex_gateway.serve.running import serve_until_stopped
+from zodex_gateway.serve.transports import http_transport, stdio_transport
 from zodex_gateway.web.server import listen
 from zodex_gateway.workers.runtime import Runtime
 from zodex_protocol.limits import Limits

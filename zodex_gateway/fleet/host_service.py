@@ -24,7 +24,7 @@ from zodex_gateway.fleet import keys
 from zodex_gateway.fleet.host_server import HostServer, IncarnationCheck
 from zodex_gateway.fleet.incarnations import start_incarnation
 from zodex_gateway.fleet.settings import HostSettings
-from zodex_gateway.serve.transports import Serve, StopSignal, serve_until_stopped
+from zodex_gateway.serve.running import Serve, StopSignal, serve_until_stopped
 from zodex_gateway.sprite.environment import COMMAND_SHELL, agent_environment
 from zodex_gateway.sprite.helper import AgentAccount, Helper, HelperConfig
 from zodex_gateway.sprite.launcher import HelperLauncher, stop_on_helper_loss

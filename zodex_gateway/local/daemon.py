@@ -30,7 +30,8 @@ from zodex_gateway.local.tunnel import start_tunnel, stop_tunnel
 from zodex_gateway.observer import file_bearer
 from zodex_gateway.observer.views import API_SCHEMA_VERSION, API_VERSION
 from zodex_gateway.redaction import SECRETS, RedactingFormatter, watch_secret_files
-from zodex_gateway.serve.transports import ObserverServing, http_transport, serve_until_stopped
+from zodex_gateway.serve.running import serve_until_stopped
+from zodex_gateway.serve.transports import ObserverServing, http_transport
 from zodex_gateway.web.listener_limits import ListenerLimits
 from zodex_gateway.web.server import base_url, listen
 from zodex_gateway.workers.runtime import Runtime, default_shell

@@ -36,7 +36,7 @@ from zodex_gateway.mcp.mode import Mode
 from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
 from zodex_gateway.redaction import SECRETS
 from zodex_gateway.serve.mcp_http import McpHttpApp
-from zodex_gateway.serve.transports import Serve, StopSignal, serve_until_stopped
+from zodex_gateway.serve.running import Serve, StopSignal, serve_until_stopped
 from zodex_gateway.sprite.auth import KeySource, SpriteFront
 from zodex_gateway.sprite.environment import COMMAND_SHELL, agent_environment
 from zodex_gateway.sprite.helper import AgentAccount, Helper, HelperConfig
