@@ -14,6 +14,7 @@ import mcp_types as types
 import pytest
 
 from tests.support.in_process import InProcessDispatcher
+from zodex_gateway.mcp.calls import Outcome, ToolCall
 from zodex_gateway.mcp.mode import Mode
 from zodex_gateway.mcp.server import server_for
 from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
@@ -262,3 +263,31 @@ async def test_protocol_failures_and_timeouts_become_one_line_errors() -> None:
     assert (
         await error(slow, "write_stdin", {}) == "write_stdin got no answer from its worker in time; try again"
     )
+
+
+async def test_a_call_reaches_its_tool_with_the_sdk_request_context(
+    handlers: ToolDispatcher, workdir: Path
+) -> None:
+    """Through the SDK's own client and server, a tool handler is given the request's SDK
+    context (the way to the client while the call runs) and its ``_meta``, and the
+    worker tools answer as without it."""
+    from mcp import Client
+
+    seen: list[ToolCall] = []
+    run = handlers.workers.run
+
+    async def recording(call: ToolCall) -> Outcome:
+        seen.append(call)
+        return await run(call)
+
+    handlers.workers.run = recording  # type: ignore[method-assign]
+    async with Client(server_for(handlers)) as client:
+        result = await client.call_tool(
+            "exec_command", {"cmd": "echo through", "workdir": str(workdir)}, meta={"openai/session": "s1"}
+        )
+    assert not result.is_error and result.structured_content is not None
+    assert result.structured_content["output"].strip() == "through"
+    [call] = seen
+    assert call.ctx is not None and call.ctx.method == "tools/call" and call.ctx.request_id is not None
+    assert call.ctx.meta is not None and call.ctx.meta.get("openai/session") == "s1"
+    assert call.args == {"cmd": "echo through", "workdir": str(workdir)}
