@@ -1,5 +1,5 @@
-"""The front door of every HTTP listener — MCP, the observer API, the watch host
-(docs/modes.md#http-listeners).
+"""What the front door of every HTTP listener is made of — Local's MCP front, the observer
+API, the watch host (docs/modes.md#http-listeners) — knowing none of them.
 
 - **Host** (a DNS-rebinding defence), checked first: the header must be ``127.0.0.1:<port>``,
   ``localhost:<port>`` or ``[::1]:<port>`` (plus any extra names a listener was told to

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from tests.gateway.serve.test_local_front import NoDispatcher
 from zodex_gateway.agents.identity import VERIFIED_SESSION_SCOPE_KEY
 from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.local.front import LocalFront
@@ -35,16 +36,6 @@ INIT_PARAMS = {
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}
 LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 IDS = SessionIds.ephemeral()
-
-
-class NoDispatcher:
-    async def exec_command(self, args: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError("no tool call expected")
-
-    write_stdin = apply_patch = exec_command
-
-    async def close(self) -> None:
-        pass
 
 
 class Recording:
