@@ -28,6 +28,7 @@ from tests.fleet.fleet_support import (
 )
 from tests.support.accounts import runnable_install
 from tests.support.curve_peer import refused_handshake
+from tests.support.handshake import INIT
 from zodex_gateway.fleet import keys
 
 pytestmark = pytest.mark.timeout(240)
@@ -189,17 +190,7 @@ def _post(gateway: Gateway, host: Host, body: dict[str, object], session_id: str
 
 
 def test_one_mcp_session_is_served_by_every_gateway_and_outlives_their_restarts(fleet: Fleet) -> None:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-    begun = _post(fleet.gw1, fleet.a, init, None)
+    begun = _post(fleet.gw1, fleet.a, INIT, None)
     assert begun.status_code == 200, begun.text
     session_id = begun.headers["mcp-session-id"]
     call = {

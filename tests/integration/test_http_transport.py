@@ -11,20 +11,9 @@ import httpx
 import pytest
 
 from tests.support.gateway import GatewayEnv, HttpGateway, http_client, start_http_gateway
+from tests.support.handshake import ACCEPT, INIT
 
 pytestmark = pytest.mark.timeout(60)
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
-ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.support.gateway import wait_for
+from tests.support.handshake import ACCEPT, INIT
 from zodex_gateway.local.front import MISSING_TOKEN, LocalFront, load_or_create_token
 from zodex_gateway.mcp.server import server_for
 from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
@@ -22,17 +23,6 @@ from zodex_gateway.serve.mcp_http import LARGE_BODY, McpHttpApp
 
 TOKEN = "t0k3n" * 12 + "abcd"  # 64 characters
 PORT = 8123
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
-ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 GOOD = {"X-Zodex-Local-Token": TOKEN}
 
 

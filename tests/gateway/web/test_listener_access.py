@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from tests.gateway.serve.test_local_front import ACCEPT, INIT, TOKEN, make_app
+from tests.gateway.serve.test_local_front import TOKEN, make_app
+from tests.support.handshake import ACCEPT, INIT
 from zodex_gateway.history import HistoryStore
 from zodex_gateway.local.observer_access import ObserverAccess
 from zodex_gateway.observer import create_observer_app
