@@ -1,3 +1,3 @@
-"""Serving a gateway: every MCP transport — stdio, and streamable HTTP behind the front of
-its mode (Local's here; Sprite's and the fleet's in their packages) — with the Local
-features wired into the tools, and stopping everything cleanly afterwards."""
+"""Serving a gateway: every MCP transport — stdio, and streamable HTTP behind the front its
+mode passes in (Local's, Sprite's, the fleet's: each in its mode's package) — with the
+Local features wired into the tools, and running it all until it is stopped."""
