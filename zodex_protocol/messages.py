@@ -12,7 +12,15 @@ request        body (requests.py)              reply (replies.py)
 ``patch``      :class:`PatchRequest`           ``patched``: :class:`Patched`
 ``shutdown``   ``{}``                          ``bye``: ``{}``
 ``retire``     ``{}``                          ``retired``: ``{"stopping": bool}``
+``cancel``     ``{"id": str}``                 none
 =============  ==============================  ===================================
+
+``cancel`` ends the wait of the ``exec`` or ``write`` whose id it names (its client
+cancelled the tool call): that request is never answered, takes no output, and its command
+goes on. An ``exec`` or ``write`` carrying ``_progress`` (milliseconds, at least
+:data:`MIN_PROGRESS_MS`) is sent a ``progress`` message (``re`` = its id, body
+``{"session": str, "elapsed_ms": int, "new_chars": int}``) that often while it waits,
+before its one reply.
 
 ``retire`` stops the worker as ``shutdown`` does, but only when it is idle — no command
 running, no jobs a command left behind, no other tool request in flight — decided on the
@@ -37,6 +45,8 @@ SHUTDOWN = "shutdown"
 BYE = "bye"
 RETIRE = "retire"
 RETIRED = "retired"
+CANCEL = "cancel"
+PROGRESS = "progress"
 RESULT = "result"
 ERROR = "error"
 # Gateway → fleet host over tcp (docs/fleet.md#the-wire): one tool call, ``{tool, args, tag?}``,
@@ -57,5 +67,9 @@ MAX_TAG_CHARS = 64
 # Wire-only, in an exec reply for a command that already ended (so the reply has no
 # session_handle): the handle of the session it ran in. The gateway strips it.
 SESSION_KEY = "_session"
+
+# Wire-only, in an exec or write request: report progress this often (milliseconds).
+PROGRESS_KEY = "_progress"
+MIN_PROGRESS_MS = 500
 
 TERMINATION_REASONS = ("exit", "timeout", "killed")

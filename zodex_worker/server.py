@@ -2,7 +2,9 @@
 
 One named handler per request type, registered in an explicit table. Every request gets
 exactly one reply — the handler's, or a typed ``error`` — and requests run concurrently,
-so a long poll never holds up a ping or a call on another session.
+so a long poll never holds up a ping or a call on another session. The exceptions are the
+waiting requests (``exec``, ``write``): a ``cancel`` from the same gateway ends one's wait
+and it is not answered, and one that asked for ``progress`` gets those notes first.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.events import WorkerEvent
 from zodex_protocol.loop_socket import LoopSocket
+from zodex_protocol.progress import ProgressNote
 from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
+from zodex_worker.call_waits import CallWait, WaitCancelled
 from zodex_worker.service import WorkerService
 
 log = logging.getLogger("zodex.worker")
 
 Handler = Callable[[dict[str, Any]], Awaitable[tuple[str, Any]]]
+WaitingHandler = Callable[[dict[str, Any], CallWait], Awaitable[tuple[str, Any]]]
 
 
 class EventPublisher:
@@ -73,12 +78,16 @@ class WorkerServer:
         self._tool_requests = 0  # exec, write and patch requests being answered
         self._handlers: dict[str, Handler] = {
             messages.PING: self._on_ping,
-            messages.EXEC: self._on_exec,
-            messages.WRITE: self._on_write,
             messages.PATCH: self._on_patch,
             messages.SHUTDOWN: self._on_shutdown,
             messages.RETIRE: self._on_retire,
         }
+        self._waiting_handlers: dict[str, WaitingHandler] = {
+            messages.EXEC: self._on_exec,
+            messages.WRITE: self._on_write,
+        }
+        # The waits in progress, by the asking gateway's identity and the request's id.
+        self._waits: dict[tuple[bytes, str], CallWait] = {}
 
     async def serve(self) -> None:
         """Answer requests until cancelled; the router's owner closes it afterwards."""
@@ -103,15 +112,26 @@ class WorkerServer:
             reply_to = self._codec.peek_id(payload)
             await self._send(identity, Envelope(type=messages.ERROR, body=exc.to_wire(), reply_to=reply_to))
             return
-        handler = self._handlers.get(request.type)
+        if request.type == messages.CANCEL:
+            self._cancel(identity, request.body)
+            return
+        key = (identity, request.id)
         try:
-            if handler is None:
-                raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type: {request.type}")
             body = request.body if isinstance(request.body, dict) else None
             if body is None:
                 raise ProtocolError(ErrorCode.BAD_REQUEST, f"{request.type} needs a map body")
-            reply_type, reply_body = await handler(body)
+            waiting = self._waiting_handlers.get(request.type)
+            if waiting is not None:
+                call = self._waits[key] = self._call_wait(identity, request, body)
+                reply_type, reply_body = await waiting(body, call)
+            else:
+                handler = self._handlers.get(request.type)
+                if handler is None:
+                    raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type: {request.type}")
+                reply_type, reply_body = await handler(body)
             reply = request.reply(reply_type, reply_body)
+        except WaitCancelled:
+            return  # its gateway stopped listening: nothing to answer
         except ProtocolError as exc:
             reply = request.reply(messages.ERROR, exc.to_wire())
         except Exception as exc:
@@ -119,7 +139,28 @@ class WorkerServer:
             reply = request.reply(
                 messages.ERROR, ProtocolError(ErrorCode.INTERNAL, f"worker error: {exc}").to_wire()
             )
+        finally:
+            self._waits.pop(key, None)
         await self._send(identity, reply)
+
+    def _call_wait(self, identity: bytes, request: Envelope, body: dict[str, Any]) -> CallWait:
+        every = body.get(messages.PROGRESS_KEY)
+        if not isinstance(every, int) or isinstance(every, bool) or every <= 0:
+            return CallWait()
+
+        def report(note: ProgressNote) -> None:
+            task = asyncio.create_task(self._send(identity, request.reply(messages.PROGRESS, note.to_body())))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        return CallWait(progress_ms=every, report=report)
+
+    def _cancel(self, identity: bytes, body: object) -> None:
+        """A gateway can end only its own waits: the id is looked up under its identity."""
+        target = body.get("id") if isinstance(body, dict) else None
+        call = self._waits.get((identity, target)) if isinstance(target, str) else None
+        if call is not None:
+            call.cancel()
 
     async def _send(self, identity: bytes, reply: Envelope) -> None:
         assert self._wire is not None
@@ -129,15 +170,15 @@ class WorkerServer:
     async def _on_ping(self, _body: dict[str, Any]) -> tuple[str, Any]:
         return messages.PONG, self.service.ping().to_body()
 
-    async def _on_exec(self, body: dict[str, Any]) -> tuple[str, Any]:
+    async def _on_exec(self, body: dict[str, Any], call: CallWait) -> tuple[str, Any]:
         request = ExecRequest.from_body(body, self.service.limits)
         with self._tool_request():
-            return messages.RESULT, (await self.service.exec(request)).to_body()
+            return messages.RESULT, (await self.service.exec(request, call)).to_body()
 
-    async def _on_write(self, body: dict[str, Any]) -> tuple[str, Any]:
+    async def _on_write(self, body: dict[str, Any], call: CallWait) -> tuple[str, Any]:
         request = WriteRequest.from_body(body, self.service.limits)
         with self._tool_request():
-            return messages.RESULT, (await self.service.write(request)).to_body()
+            return messages.RESULT, (await self.service.write(request, call)).to_body()
 
     async def _on_patch(self, body: dict[str, Any]) -> tuple[str, Any]:
         request = PatchRequest.from_body(body, self.service.limits)

@@ -24,6 +24,7 @@ from zodex_protocol.replies import EvictedSession, Patched, PatchedFile, Pong, S
 from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
 from zodex_system import proctree
 from zodex_system.cgroups import Group, SessionGroups
+from zodex_worker.call_waits import CallWait, WaitCancelled
 from zodex_worker.output import SessionOutput
 from zodex_worker.pty_backend import Terminal, spawn_terminal
 from zodex_worker.reaper import Reaper
@@ -88,13 +89,19 @@ class WorkerService:
             live_sessions=self.table.running_count(),
         )
 
-    async def exec(self, request: ExecRequest) -> SessionResult:
+    async def exec(self, request: ExecRequest, call: CallWait | None = None) -> SessionResult:
         self._refuse_if_stopping()
         yield_ms = self.limits.clamp_yield(request.yield_time_ms, for_exec=True)
         timeout_ms = self.limits.clamp_timeout(request.timeout_ms)
         evicted = self.table.make_room()
         session = self._spawn(request.cmd, request.workdir, timeout_ms, request.tag)
-        await session.wait_exit(yield_ms / 1000)
+        try:
+            await session.wait_exit(yield_ms / 1000, call)
+        except WaitCancelled:
+            # Nobody will see this reply, but the command goes on: its handle (in history,
+            # on Liveboard, in the progress notes) must still answer (docs/sessions.md).
+            session.handle_delivered = True
+            raise
         async with session.lock:
             result = session_result(session, session.output.take_delta())
             if result.session_handle is not None:  # running, or left jobs behind
@@ -113,7 +120,7 @@ class WorkerService:
                 result = _report_eviction(result, evicted)
             return result
 
-    async def write(self, request: WriteRequest) -> SessionResult:
+    async def write(self, request: WriteRequest, call: CallWait | None = None) -> SessionResult:
         handle, chars, kill = request.session_handle, request.chars, request.kill_process
         yield_ms = self.limits.clamp_yield(request.yield_time_ms, for_exec=False)
         found = self.table.find(handle)
@@ -131,9 +138,9 @@ class WorkerService:
                 typed_at = time.monotonic()
                 if session.running:
                     await session.type(chars.encode("utf-8", "surrogatepass"))
-                await session.wait_poll(yield_ms / 1000, output_after=typed_at)
+                await session.wait_poll(yield_ms / 1000, output_after=typed_at, call=call)
             else:
-                await session.wait_poll(yield_ms / 1000)
+                await session.wait_poll(yield_ms / 1000, call=call)
             if not session.running:
                 session.refresh_background()  # a poll reports the jobs still running now
             result = session_result(session, session.output.take_delta())

@@ -8,17 +8,20 @@ the few timers are deadlines (drain, timeout, kill grace), never polls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from zodex_protocol.events import OutputEvent, ProcessEnded, WorkerEvent
 from zodex_protocol.limits import Limits
+from zodex_protocol.progress import ProgressNote
 from zodex_system import proctree
 from zodex_system.cgroups import Group
+from zodex_worker.call_waits import CallWait
 from zodex_worker.output import SessionOutput
 from zodex_worker.pty_backend import Terminal
 from zodex_worker.reaper import Reaper
@@ -238,15 +241,21 @@ class Session:
 
     # ---- waiting -----------------------------------------------------------------------
 
-    async def wait_exit(self, timeout: float) -> None:
+    async def wait_exit(self, timeout: float, call: CallWait | None = None) -> None:
+        """Until the command ends or ``timeout`` passes; raises WaitCancelled if ``call`` is cancelled."""
         deadline = time.monotonic() + timeout
-        while self.running:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            await self._wait_changed(remaining)
+        with self._waiting(call):
+            while self.running:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                await self._wait_changed(remaining)
+                if call is not None:
+                    call.raise_if_cancelled()
 
-    async def wait_poll(self, timeout: float, *, output_after: float = 0.0) -> None:
+    async def wait_poll(
+        self, timeout: float, *, output_after: float = 0.0, call: CallWait | None = None
+    ) -> None:
         """docs/tools.md#write_stdin poll: exit, or new output then 250 ms of quiet, or the yield window.
 
         ``output_after`` (a monotonic time) ignores output older than it: after typing,
@@ -254,17 +263,39 @@ class Session:
         """
         deadline = time.monotonic() + timeout
         settle = self.limits.poll_settle_ms / 1000
-        while self.running:
-            now = time.monotonic()
-            if now >= deadline:
-                return
-            wake_at = deadline
-            if self.output.has_undelivered() and self._last_output >= output_after:
-                quiet_at = self._last_output + settle
-                if now >= quiet_at:
+        with self._waiting(call):
+            while self.running:
+                now = time.monotonic()
+                if now >= deadline:
                     return
-                wake_at = min(deadline, quiet_at)
-            await self._wait_changed(wake_at - now)
+                wake_at = deadline
+                if self.output.has_undelivered() and self._last_output >= output_after:
+                    quiet_at = self._last_output + settle
+                    if now >= quiet_at:
+                        return
+                    wake_at = min(deadline, quiet_at)
+                await self._wait_changed(wake_at - now)
+                if call is not None:
+                    call.raise_if_cancelled()
+
+    @contextlib.contextmanager
+    def _waiting(self, call: CallWait | None) -> Iterator[None]:
+        """A call's wait: a cancel wakes it, and its progress is reported while it lasts."""
+        if call is None:
+            yield
+            return
+        call.raise_if_cancelled()
+        call.waiting_on(self._changed.set)
+        ticker = call.reporting(self.progress_note)
+        try:
+            yield
+        finally:
+            call.waiting_on(None)
+            if ticker is not None:
+                ticker.close()
+
+    def progress_note(self) -> ProgressNote:
+        return ProgressNote(self.handle, self.wall_time_ms(), self.output.pending_chars)
 
     async def _wait_changed(self, timeout: float) -> None:
         self._changed.clear()

@@ -42,11 +42,13 @@ class InProcessDispatcher:
             self._services[worker_id] = WorkerService(config, self._reaper, self.events.append)
         return self._services[worker_id]
 
-    async def exec_command(self, args: Mapping[str, Any], *, tag: str | None = None) -> SessionResult:
+    async def exec_command(
+        self, args: Mapping[str, Any], *, tag: str | None = None, progress: Any = None
+    ) -> SessionResult:
         request = ExecRequest.from_args(args, self.limits, tag=tag)
         return await self._service(request.real_workdir).exec(request)
 
-    async def write_stdin(self, args: Mapping[str, Any]) -> SessionResult:
+    async def write_stdin(self, args: Mapping[str, Any], *, progress: Any = None) -> SessionResult:
         request = WriteRequest.from_args(args, self.limits)
         handle = request.session_handle
         parsed = SessionHandle.parse(handle)

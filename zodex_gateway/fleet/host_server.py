@@ -22,6 +22,7 @@ from zodex_gateway.fleet.pending_peers import PendingPeers
 from zodex_gateway.fleet.refusal_log import RefusalLog
 from zodex_gateway.fleet.settings import DEFAULT_MAX_PENDING
 from zodex_gateway.workers.dispatcher import Dispatcher
+from zodex_gateway.workers.worker_client import ProgressListener
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
@@ -57,10 +58,12 @@ class IncarnationCheck:
         self._current = current
         self._earlier = earlier
 
-    async def exec_command(self, args: Mapping[str, Any], *, tag: str | None = None) -> Any:
-        return await self._inner.exec_command(args, tag=tag)
+    async def exec_command(
+        self, args: Mapping[str, Any], *, tag: str | None = None, progress: ProgressListener | None = None
+    ) -> Any:
+        return await self._inner.exec_command(args, tag=tag, progress=progress)
 
-    async def write_stdin(self, args: Mapping[str, Any]) -> Any:
+    async def write_stdin(self, args: Mapping[str, Any], *, progress: ProgressListener | None = None) -> Any:
         # The argument rules first, as in Local and Sprite: a bad argument is refused as such
         # whatever the handle says.
         text = check_write_args(args, self._limits)
@@ -69,7 +72,7 @@ class IncarnationCheck:
             if handle is not None and handle.host in self._earlier:
                 raise ProtocolError(ErrorCode.SESSION_LOST, host_lost_message(text, self._host))
             raise ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {text}")
-        return await self._inner.write_stdin(args)
+        return await self._inner.write_stdin(args, progress=progress)
 
     async def apply_patch(self, args: Mapping[str, Any]) -> Any:
         return await self._inner.apply_patch(args)

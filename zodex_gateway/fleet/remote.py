@@ -21,6 +21,7 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
+from zodex_gateway.workers.worker_client import ProgressListener
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec, peek_reply_to
 from zodex_protocol.errors import ErrorCode, ProtocolError
@@ -168,10 +169,16 @@ class RemoteDispatcher:
             raise ProtocolError.from_wire(reply.body)
         return reply.body
 
-    async def exec_command(self, args: Mapping[str, Any], *, tag: str | None = None) -> SessionResult:
+    # ``progress`` is not carried over the fleet's wire yet (docs/fleet.md#the-wire): a call
+    # through the fleet sends no progress notes while it waits.
+    async def exec_command(
+        self, args: Mapping[str, Any], *, tag: str | None = None, progress: ProgressListener | None = None
+    ) -> SessionResult:
         return SessionResult.from_body(await self._call("exec_command", args, tag))
 
-    async def write_stdin(self, args: Mapping[str, Any]) -> SessionResult:
+    async def write_stdin(
+        self, args: Mapping[str, Any], *, progress: ProgressListener | None = None
+    ) -> SessionResult:
         return SessionResult.from_body(await self._call("write_stdin", args))
 
     async def apply_patch(self, args: Mapping[str, Any]) -> Patched:

@@ -25,6 +25,7 @@ import anyio
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from zodex_gateway.agents.identity import VERIFIED_SESSION_SCOPE_KEY
@@ -32,6 +33,7 @@ from zodex_gateway.agents.session_ids import SessionIds
 from zodex_gateway.mcp import jsonrpc_rules
 from zodex_gateway.mcp.server import server_for
 from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
+from zodex_gateway.serve.waiting_calls import WaitingCalls
 from zodex_gateway.web import guard
 from zodex_gateway.web.listener_limits import DEFAULT_MAX_BODY
 
@@ -64,14 +66,7 @@ class McpHttpApp:
         self._session_ids = session_ids or SessionIds.ephemeral()
         self.max_body = max_body
         self._large_bodies = anyio.Semaphore(LARGE_BODIES_AT_ONCE)
-        self._app = server.streamable_http_app(
-            stateless_http=True,
-            json_response=True,
-            # Host checking is the front's (Local's must know the bound port); the SDK's is off.
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            # Our limit is checked first; the SDK's own (4 MiB by default) must not be lower.
-            max_request_body_size=max_body,
-        )
+        self._calls = WaitingCalls(*(_sdk_app(server, json_response, max_body) for json_response in (True, False)))
 
     @classmethod
     def serving(
@@ -87,8 +82,10 @@ class McpHttpApp:
         return cls(server, max_body=max_body, session_ids=session_ids)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._calls.lifespan(scope, receive, send)
+            return
         if scope["type"] != "http":
-            await self._app(scope, receive, send)
             return
         session = self._verified_session(scope)
         if session is False:
@@ -113,7 +110,7 @@ class McpHttpApp:
                     return
             if _opens_handshake(scope, body):
                 send = _with_session_id(send, session or self._session_ids.issue())
-            await self._app(scope, _replay(body, receive), slot.releasing(send))
+            await self._calls.serve(scope, _replay(body, receive), slot.releasing(send), body, session)
 
     def _verified_session(self, scope: Scope) -> str | Literal[False] | None:
         """The request's verified session id, None without one, False for any other:
@@ -149,6 +146,17 @@ class McpHttpApp:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def _sdk_app(server: Server[Any], json_response: bool, max_body: int) -> Starlette:
+    return server.streamable_http_app(
+        stateless_http=True,
+        json_response=json_response,
+        # Host checking is the front's (Local's must know the bound port); the SDK's is off.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        # Our limit is checked first; the SDK's own (4 MiB by default) must not be lower.
+        max_request_body_size=max_body,
+    )
 
 
 # What a mode puts in front of the MCP app: its own admission rules (Host, secret, paths),

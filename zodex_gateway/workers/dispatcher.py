@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from zodex_gateway.workers.supervisor import Supervisor, lost_message
-from zodex_gateway.workers.worker_client import WorkerClient
+from zodex_gateway.workers.worker_client import ProgressListener, WorkerClient
 from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.replies import Patched, SessionResult
@@ -26,9 +26,13 @@ class Dispatcher(Protocol):
     returns the worker's typed reply. ``tag`` is the call's history id, echoed in the
     command's ``process_started``."""
 
-    async def exec_command(self, args: Mapping[str, Any], *, tag: str | None = None) -> SessionResult: ...
+    async def exec_command(
+        self, args: Mapping[str, Any], *, tag: str | None = None, progress: ProgressListener | None = None
+    ) -> SessionResult: ...
 
-    async def write_stdin(self, args: Mapping[str, Any]) -> SessionResult: ...
+    async def write_stdin(
+        self, args: Mapping[str, Any], *, progress: ProgressListener | None = None
+    ) -> SessionResult: ...
 
     async def apply_patch(self, args: Mapping[str, Any]) -> Patched: ...
 
@@ -41,21 +45,25 @@ class ZmqDispatcher:
         self.limits = supervisor.runtime.limits
         self._timeout = (self.limits.yield_max_ms + self.limits.kill_grace_ms) / 1000 + REQUEST_SLACK_S
 
-    async def exec_command(self, args: Mapping[str, Any], *, tag: str | None = None) -> SessionResult:
+    async def exec_command(
+        self, args: Mapping[str, Any], *, tag: str | None = None, progress: ProgressListener | None = None
+    ) -> SessionResult:
         request = ExecRequest.from_args(args, self.limits, tag=tag)
         real = request.real_workdir
         client = await self.supervisor.worker_for(real)
         lost = f"the worker for {real} exited unexpectedly while running the command; start the command again"
-        return SessionResult.from_body(await self._ask(client, messages.EXEC, request.to_body(), lost))
+        return SessionResult.from_body(await self._ask(client, messages.EXEC, request.to_body(), lost, progress))
 
-    async def write_stdin(self, args: Mapping[str, Any]) -> SessionResult:
+    async def write_stdin(
+        self, args: Mapping[str, Any], *, progress: ProgressListener | None = None
+    ) -> SessionResult:
         request = WriteRequest.from_args(args, self.limits)
         handle = request.session_handle
         target = await self.supervisor.route_handle(handle)
         if isinstance(target, SessionResult):
             return target  # from the tombstone of an incarnation that exited cleanly
         lost = lost_message(handle, target.record.workdir)
-        return SessionResult.from_body(await self._ask(target, messages.WRITE, request.to_body(), lost))
+        return SessionResult.from_body(await self._ask(target, messages.WRITE, request.to_body(), lost, progress))
 
     async def apply_patch(self, args: Mapping[str, Any]) -> Patched:
         request = PatchRequest.from_args(args, self.limits)
@@ -67,11 +75,18 @@ class ZmqDispatcher:
         )
         return Patched.from_body(await self._ask(client, messages.PATCH, request.to_body(), lost))
 
-    async def _ask(self, client: WorkerClient, type: str, body: dict[str, Any], lost: str) -> Any:
+    async def _ask(
+        self,
+        client: WorkerClient,
+        type: str,
+        body: dict[str, Any],
+        lost: str,
+        progress: ProgressListener | None = None,
+    ) -> Any:
         """The worker's reply body. A worker that dies before it answers took the call's
         session with it: that is SESSION_LOST, told with ``lost`` (what to do now)."""
         try:
-            return await client.request(type, body, self._timeout)
+            return await client.request(type, body, self._timeout, progress=progress)
         except ProtocolError as exc:
             if exc.code != ErrorCode.WORKER_LOST:
                 raise

@@ -16,7 +16,8 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 import zmq
 import zmq.asyncio
@@ -27,8 +28,19 @@ from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.layout import WorkerRecord
 from zodex_protocol.limits import Limits, max_message_bytes
 from zodex_protocol.loop_socket import LoopSocket, plain_socket
+from zodex_protocol.progress import ProgressNote
 
 OFF_LOOP_BYTES = 1024 * 1024
+# The requests that wait on a session, so a cancel can end them (docs/protocol.md).
+WAITING_REQUESTS: Final = frozenset({messages.EXEC, messages.WRITE})
+
+
+@dataclass(frozen=True)
+class ProgressListener:
+    """Hears a waiting call's progress notes, asked for every ``every_ms``."""
+
+    every_ms: int
+    heard: Callable[[ProgressNote], None]
 
 
 class WorkerClient:
@@ -51,7 +63,8 @@ class WorkerClient:
         socket.setsockopt(zmq.MAXMSGSIZE, max_message)
         socket.connect(record.request_endpoint)
         self._pending: dict[str, asyncio.Future[Envelope]] = {}
-        self._decoding: set[asyncio.Task[None]] = set()
+        self._listeners: dict[str, ProgressListener] = {}
+        self._decoding: set[asyncio.Task[Any]] = set()
         self._loop = asyncio.get_running_loop()
         self.alive = True
         self._wire = LoopSocket(socket, self._on_reply)
@@ -98,13 +111,29 @@ class WorkerClient:
         self._wire.close()
         self._on_exit(self)
 
-    async def request(self, type: str, body: dict[str, Any], timeout: float | None = None) -> Any:
-        """Send one request; return the reply body or raise the reply's ProtocolError."""
+    async def request(
+        self,
+        type: str,
+        body: dict[str, Any],
+        timeout: float | None = None,
+        *,
+        progress: ProgressListener | None = None,
+    ) -> Any:
+        """Send one request; return the reply body or raise the reply's ProtocolError.
+
+        ``progress``, for an exec or write: asks the worker for a note that often while the
+        call waits, and hears each. Cancelled while waiting (its client cancelled the tool
+        call), an exec or write tells the worker to end the wait, leaving the output unread.
+        """
         if not self.alive:
             raise ProtocolError(ErrorCode.WORKER_LOST, f"worker for {self.record.workdir} exited")
+        if progress is not None:
+            body = {**body, messages.PROGRESS_KEY: progress.every_ms}
         message = Envelope(type=type, body=body)
         future: asyncio.Future[Envelope] = self._loop.create_future()
         self._pending[message.id] = future
+        if progress is not None:
+            self._listeners[message.id] = progress
         try:
             try:
                 await self._wire.send(self._codec.serialize(message))
@@ -113,8 +142,13 @@ class WorkerClient:
                     ErrorCode.WORKER_LOST, f"worker for {self.record.workdir} exited"
                 ) from exc
             reply = await (future if timeout is None else asyncio.wait_for(future, timeout))
+        except asyncio.CancelledError:
+            if type in WAITING_REQUESTS and self.alive:
+                self._send_soon(Envelope(type=messages.CANCEL, body={"id": message.id}))
+            raise
         finally:
             self._pending.pop(message.id, None)
+            self._listeners.pop(message.id, None)
         if reply.type == messages.ERROR:
             raise ProtocolError.from_wire(reply.body)
         return reply.body
@@ -139,7 +173,22 @@ class WorkerClient:
             return
         self._resolve(reply)
 
+    def _send_soon(self, message: Envelope) -> None:
+        """Send without waiting: from a task being cancelled, which cannot await."""
+        task = self._loop.create_task(self._wire.send(self._codec.serialize(message)))
+        self._decoding.add(task)
+        task.add_done_callback(self._decoding.discard)
+
     def _resolve(self, reply: Envelope) -> None:
+        if reply.type == messages.PROGRESS:
+            listener = self._listeners.get(reply.reply_to or "")
+            if listener is not None:
+                try:
+                    note = ProgressNote.from_body(reply.body)
+                except ProtocolError:
+                    return  # a malformed note tells nothing; the reply still comes
+                listener.heard(note)
+            return
         future = self._pending.get(reply.reply_to or "")
         if future is not None and not future.done():
             future.set_result(reply)

@@ -99,6 +99,11 @@ class SessionOutput:
         """Whether cleaned text (committed or a pending partial line) awaits a delta."""
         return self._pending_chars > 0 or self._cleaner.has_partial()
 
+    @property
+    def pending_chars(self) -> int:
+        """Characters of cleaned text awaiting a delta (committed; a partial line not yet)."""
+        return self._pending_chars
+
     def take_delta(self) -> str:
         """The cleaned text since the previous delta, the partial line included.
 

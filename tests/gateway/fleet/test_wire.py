@@ -34,13 +34,15 @@ RESULT = SessionResult(
 class Recorder:
     calls: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
 
-    async def exec_command(self, args: Mapping[str, Any], *, tag: str | None = None) -> SessionResult:
+    async def exec_command(
+        self, args: Mapping[str, Any], *, tag: str | None = None, progress: Any = None
+    ) -> SessionResult:
         self.calls.append(("exec_command", dict(args), tag))
         if args.get("cmd") == "":
             raise ProtocolError(ErrorCode.INVALID_ARGUMENT, "cmd must not be empty")
         return RESULT
 
-    async def write_stdin(self, args: Mapping[str, Any]) -> SessionResult:
+    async def write_stdin(self, args: Mapping[str, Any], *, progress: Any = None) -> SessionResult:
         self.calls.append(("write_stdin", dict(args), None))
         return RESULT
 

@@ -261,7 +261,7 @@ async def test_at_most_two_large_bodies_are_held_at_once() -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
 
-    mcp._app = inner  # type: ignore[assignment]  # the SDK app behind the front, replaced
+    mcp._calls._json = inner  # type: ignore[assignment]  # the SDK app behind the front, replaced
     large = LARGE_BODY + 1
 
     async def request(n: int) -> None:

@@ -45,15 +45,14 @@ class Recording:
     def __init__(self) -> None:
         mcp = McpHttpApp(server_for(ToolDispatcher(NoDispatcher())), session_ids=IDS)  # type: ignore[arg-type]
         self.guarded = LocalFront(mcp, TOKEN, "127.0.0.1")
-        inner = mcp._app
+        inner = mcp._calls.serve
         self.reached: list[dict[str, Any]] = []
 
-        async def app(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http":
-                self.reached.append(scope)
-            await inner(scope, receive, send)
+        async def serve(scope: Any, receive: Any, send: Any, body: bytes, session: str | None) -> None:
+            self.reached.append(scope)
+            await inner(scope, receive, send, body, session)
 
-        mcp._app = app
+        mcp._calls.serve = serve  # type: ignore[method-assign]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await self.guarded(scope, receive, send)
