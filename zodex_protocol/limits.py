@@ -17,6 +17,7 @@ class Limits:
     yield_min_ms: int = 50
     yield_max_ms: int = 60_000
     poll_settle_ms: int = 250
+    progress_interval_ms: int = 5_000  # between progress notes of a waiting call with a token
     timeout_ms: int = 7_200_000
     timeout_min_ms: int = 1_000
     timeout_max_ms: int = 7_200_000

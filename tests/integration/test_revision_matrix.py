@@ -5,84 +5,17 @@ tests/fleet (root)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.support.gateway import GATEWAY, Mcp, gateway_env, start_http_gateway
-from tests.support.local import ZODEX, local_env
+from tests.support.gateway import gateway_env, start_http_gateway
+from tests.support.transports import REVISIONS, TRANSPORTS
 from zodex_gateway.mcp.alias_tool import NO_IDENTITY
 
 pytestmark = pytest.mark.timeout(180)
-
-Opener = Callable[[Path, str], AbstractAsyncContextManager[Mcp]]
-
-
-@asynccontextmanager
-async def http(url: str, token: str, mode: str) -> AsyncIterator[Mcp]:
-    async with (
-        create_mcp_http_client(headers={"X-Zodex-Local-Token": token}) as client,
-        Client(streamable_http_client(url, http_client=client), read_timeout_seconds=60, mode=mode) as mcp,  # type: ignore[arg-type]
-    ):
-        yield Mcp(mcp)
-
-
-@asynccontextmanager
-async def stdio_gateway(workdir: Path, mode: str) -> AsyncIterator[Mcp]:
-    with gateway_env() as env:
-        params = StdioServerParameters(command=GATEWAY, args=["stdio"], env=env.env(), cwd=str(env.root))
-        async with Client(params, read_timeout_seconds=60, mode=mode) as client:  # type: ignore[arg-type]
-            yield Mcp(client)
-
-
-@asynccontextmanager
-async def http_gateway(workdir: Path, mode: str) -> AsyncIterator[Mcp]:
-    with gateway_env() as env:
-        gateway = start_http_gateway(env)
-        try:
-            async with http(gateway.url, gateway.token, mode) as mcp:
-                yield mcp
-        finally:
-            await asyncio.to_thread(gateway.stop)
-
-
-@asynccontextmanager
-async def local_http(workdir: Path, mode: str) -> AsyncIterator[Mcp]:
-    with local_env() as local:
-        local.run("local", "start", str(workdir))
-        discovery = local.discovery()
-        token = Path(discovery["mcp"]["token_path"]).read_text().strip()
-        async with http(discovery["mcp"]["url"], token, mode) as mcp:
-            yield mcp
-
-
-@asynccontextmanager
-async def local_connect(workdir: Path, mode: str) -> AsyncIterator[Mcp]:
-    with local_env() as local:
-        local.run("local", "start", str(workdir))
-        params = StdioServerParameters(
-            command=ZODEX, args=["local", "connect"], env=local.env(), cwd=str(local.root)
-        )
-        async with Client(params, read_timeout_seconds=60, mode=mode) as client:  # type: ignore[arg-type]
-            yield Mcp(client)
-
-
-TRANSPORTS: dict[str, Opener] = {
-    "zodex-gateway stdio": stdio_gateway,
-    "zodex-gateway http": http_gateway,
-    "Local HTTP": local_http,
-    "zodex local connect": local_connect,
-}
-REVISIONS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
 
 
 @pytest.mark.parametrize("mode", list(REVISIONS))

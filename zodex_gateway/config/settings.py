@@ -99,6 +99,7 @@ _LIMIT_KEYS = (  # name, kind, Limits field, description
     ("session.yield-min", "duration", "yield_min_ms", "lowest yield a caller may ask for"),
     ("session.yield-max", "duration", "yield_max_ms", "highest yield a caller may ask for"),
     ("session.poll-settle", "duration", "poll_settle_ms", "quiet time after new output before answering"),
+    ("session.progress-interval", "duration", "progress_interval_ms", "time between progress notes of a waiting call"),
     ("session.timeout", "duration", "timeout_ms", "default command timeout"),
     ("session.timeout-min", "duration", "timeout_min_ms", "lowest timeout a caller may ask for"),
     ("session.timeout-max", "duration", "timeout_max_ms", "highest timeout a caller may ask for"),

@@ -20,6 +20,7 @@ import json
 import re
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,9 +118,12 @@ class Undeliverable(Outcome):
 
 @dataclass
 class InFlight:
-    """A request on its way: the connection it uses, so that a cancel can cut it."""
+    """A request on its way: the connection it uses, so that a cancel can cut it, and who
+    hears the notifications its answer streams before it (progress)."""
 
     request_id: object
+    notify: Callable[[bytes], None] | None = None
+    per_request: bool = False  # a per-request revision's: its cancel is the cut connection
     cancelled: bool = False
     conn: Connection | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -187,7 +191,7 @@ class Forwarder:
             ):
                 self._forget_session(sent_session)  # signed with a key no longer kept: a new one
                 continue
-            outcome = _outcome(message, response)
+            outcome = _outcome(message, response, streamed=flight.notify is not None)
             if method == "initialize" and isinstance(outcome, Answered):
                 self._took_initialize(message, response)
             return outcome
@@ -286,8 +290,9 @@ class Forwarder:
                     conn.close()
                     raise ConnectionLost("cancelled")
                 flight.conn = conn
+        notes = _StreamedNotes(flight.notify) if flight is not None and flight.notify is not None else None
         try:
-            response = client.post(conn, target.path, headers, body)
+            response = client.post(conn, target.path, headers, body, notes.feed if notes else None)
         except BaseException:
             conn.close()
             raise
@@ -301,13 +306,52 @@ class Forwarder:
             client.release(conn)
         return response
 
+    def cancel(self, raw: bytes) -> None:
+        """Hand a handshake-era ``notifications/cancelled`` to the runtime: there, unlike the
+        per-request era, cutting the request's connection is not a cancel (docs/modes.md)."""
+        target = find(self._paths)
+        if target is None:
+            return
+        client = self._client(target)
+        try:
+            self._post(target, client, self._headers({"method": "notifications/cancelled"}), raw, None)
+        except OSError:
+            pass  # the runtime went: nothing there is waiting any more
+
+
+class _StreamedNotes:
+    """Reads an event stream as it arrives and hands on each notification in it at once."""
+
+    def __init__(self, notify: Callable[[bytes], None]) -> None:
+        self._notify = notify
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> None:
+        self._pending += chunk.replace(b"\r\n", b"\n")
+        while b"\n\n" in self._pending:
+            event, self._pending = self._pending.split(b"\n\n", 1)
+            for data in _sse_data(event + b"\n\n"):
+                if _is_notification(data):
+                    self._notify(
+                        data.strip() if b"\n" not in data.strip() else json.dumps(json.loads(data)).encode()
+                    )
+
+
+def _is_notification(data: bytes) -> bool:
+    try:
+        parsed = json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(parsed, dict) and isinstance(parsed.get("method"), str) and "id" not in parsed
+
 
 def _unknown_session(response: Response) -> bool:
     return b"Mcp-Session-Id" in response.body
 
 
-def _outcome(message: Json, response: Response) -> Outcome:
-    """The runtime's answer to ``message`` as lines for the client, or why there are none."""
+def _outcome(message: Json, response: Response, *, streamed: bool = False) -> Outcome:
+    """The runtime's answer to ``message`` as lines for the client, or why there are none.
+    ``streamed``: the notifications in it were handed on as they came."""
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         texts = _sse_data(response.body)
     else:
@@ -325,6 +369,8 @@ def _outcome(message: Json, response: Response) -> Outcome:
             if is_answer and parsed.get("id") != message.get("id"):
                 return Undeliverable(f"the answer names id {parsed.get('id')!r}, not {message.get('id')!r}")
             answered = answered or is_answer
+            if streamed and not is_answer and "id" not in parsed:
+                continue
             lines.append(text.strip() if b"\n" not in text.strip() else json.dumps(parsed).encode())
         elif isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
             refusal = parsed["error"]

@@ -14,6 +14,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 CONNECT_TIMEOUT = 5.0  # a loopback port either answers at once or not at all
@@ -97,22 +98,31 @@ class Client:
         for conn in idle:
             conn.close()
 
-    def post(self, conn: Connection, path: str, headers: dict[str, str], body: bytes) -> Response:
-        """Send on ``conn`` and read the whole answer; the caller releases or closes ``conn``."""
+    def post(
+        self,
+        conn: Connection,
+        path: str,
+        headers: dict[str, str],
+        body: bytes,
+        on_chunk: Callable[[bytes], None] | None = None,
+    ) -> Response:
+        """Send on ``conn`` and read the whole answer; the caller releases or closes ``conn``.
+        ``on_chunk`` hears each chunk of a chunked answer as it arrives (an event stream's
+        notifications come before its end)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         lines = [f"POST {path} HTTP/1.1", f"Host: {host}:{self.port}", f"Content-Length: {len(body)}"]
         lines += [f"{name}: {value}" for name, value in headers.items()]
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         try:
             conn.sock.sendall(head + body)
-            return _read_response(conn)
+            return _read_response(conn, on_chunk)
         except ConnectionLost:
             raise
         except (OSError, ValueError) as exc:
             raise ConnectionLost(f"{type(exc).__name__}: {exc}") from None
 
 
-def _read_response(conn: Connection) -> Response:
+def _read_response(conn: Connection, on_chunk: Callable[[bytes], None] | None) -> Response:
     status_line = _line(conn)
     parts = status_line.split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
@@ -126,7 +136,7 @@ def _read_response(conn: Connection) -> Response:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
     if headers.get("transfer-encoding", "").lower() == "chunked":
-        body = _chunked(conn)
+        body = _chunked(conn, on_chunk)
     elif "content-length" in headers:
         body = _exactly(conn, int(headers["content-length"]))
     else:
@@ -151,7 +161,7 @@ def _exactly(conn: Connection, count: int) -> bytes:
     return data
 
 
-def _chunked(conn: Connection) -> bytes:
+def _chunked(conn: Connection, on_chunk: Callable[[bytes], None] | None) -> bytes:
     chunks: list[bytes] = []
     while True:
         size = int(_line(conn).split(";", 1)[0], 16)
@@ -159,5 +169,8 @@ def _chunked(conn: Connection) -> bytes:
             while _line(conn):  # trailers, then the blank line
                 pass
             return b"".join(chunks)
-        chunks.append(_exactly(conn, size))
+        chunk = _exactly(conn, size)
+        chunks.append(chunk)
         _line(conn)  # the CRLF after each chunk
+        if on_chunk is not None:
+            on_chunk(chunk)

@@ -99,7 +99,9 @@ class Bridge:
             elif method == "notifications/cancelled":
                 self._cancel(message)
             return  # other notifications: the runtime keeps no state they could change
-        flight = forward.InFlight(message["id"])
+        flight = forward.InFlight(
+            message["id"], notify=self._out.write, per_request=per_request_version(message) is not None
+        )
         thread = threading.Thread(target=self._answer, args=(message, line, flight), daemon=True)
         with self._lock:
             self._in_flight[message["id"]] = flight
@@ -122,8 +124,14 @@ class Bridge:
         request_id = params.get("requestId") if isinstance(params, dict) else None
         with self._lock:
             flight = self._in_flight.get(request_id) if isinstance(request_id, str | int) else None
-        if flight is not None:
-            flight.cancel()  # cuts its connection; a cancelled request is never answered
+        if flight is None:
+            return
+        flight.cancel()  # cuts its connection; a cancelled request is never answered
+        if not flight.per_request:
+            # In the handshake era the runtime hears a cancel, not a cut: on a thread, as
+            # the input must go on being read.
+            raw = json.dumps(message).encode()
+            threading.Thread(target=self._forwarder.cancel, args=(raw,), daemon=True).start()
 
     def _answer(self, message: Json, line: bytes, flight: forward.InFlight) -> None:
         try:
