@@ -7,16 +7,14 @@ as a user's client drives it: a progress callback, and a cancelled call task."""
 from __future__ import annotations
 
 import os
-import re
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
-from tests.support.gateway import Mcp, gateway_env
+from tests.support.gateway import gateway_env
+from tests.support.progress import NOTE, Notes, cancelled_while_waiting, release
 from tests.support.raw_stdio import RawStdioGateway
 from tests.support.slowdown import scaled
 from tests.support.transports import REVISIONS, TRANSPORTS
@@ -25,36 +23,6 @@ pytestmark = pytest.mark.timeout(240)
 
 # Notes every second (the default is 5 s): the tests wait for a note or two.
 EVERY_MS = 1000
-NOTE = re.compile(r"session (\S+) running \d+ s, [\d,]+ characters of new output")
-
-
-def release(fifo: Path, text: str = "released\n") -> threading.Thread:
-    """Write ``text`` into ``fifo`` once its reader opens it (on a thread: opening blocks)."""
-
-    def write() -> None:
-        with fifo.open("w") as pipe:
-            pipe.write(text)
-
-    thread = threading.Thread(target=write, daemon=True)
-    thread.start()
-    return thread
-
-
-class Notes:
-    """The progress a call heard, and an event for the first one."""
-
-    def __init__(self) -> None:
-        self.heard: list[tuple[float, float | None, str | None]] = []
-        self.first = anyio.Event()
-
-    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
-        self.heard.append((progress, total, message))
-        self.first.set()
-
-    def handle(self) -> str:
-        match = NOTE.fullmatch(self.heard[0][2] or "")
-        assert match, self.heard
-        return match.group(1)
 
 
 @pytest.mark.parametrize("mode", list(REVISIONS))
@@ -96,7 +64,7 @@ async def test_a_cancel_ends_the_wait_and_the_command_goes_on(
     fifo = tmp_path / "gate"
     os.mkfifo(fifo)
     async with TRANSPORTS[transport](tmp_path, mode, progress_interval_ms=EVERY_MS) as mcp:
-        handle = await _cancelled_while_waiting(
+        handle = await cancelled_while_waiting(
             mcp, "exec_command", {"cmd": f"echo before; cat {fifo}", "workdir": str(tmp_path)}
         )
         cancelled_at = time.monotonic()
@@ -107,7 +75,7 @@ async def test_a_cancel_ends_the_wait_and_the_command_goes_on(
         assert polled["output"] == "before\n" and "exit_code" not in polled, polled
         # The same for a cancelled write_stdin, which holds the session while it waits: the
         # next poll gets it at once (well before the 30 s yield the cancelled call asked for).
-        await _cancelled_while_waiting(mcp, "write_stdin", {"session_handle": handle})
+        await cancelled_while_waiting(mcp, "write_stdin", {"session_handle": handle})
         cancelled_at = time.monotonic()
         polled = await mcp.write(handle, yield_time_ms=100)
         assert time.monotonic() - cancelled_at < scaled(10), "the cancelled wait still held the session"
@@ -115,25 +83,6 @@ async def test_a_cancel_ends_the_wait_and_the_command_goes_on(
         release(fifo)
         output, final = await mcp.drain(handle)
         assert output == "released\n" and final["exit_code"] == 0, (output, final)
-
-
-async def _cancelled_while_waiting(mcp: Mcp, tool: str, args: dict[str, Any]) -> str:
-    """Call ``tool`` with a long yield, cancel it once it has reported progress (it is
-    waiting then), and return the session it waited on."""
-    notes = Notes()
-    finished: list[Any] = []
-    async with anyio.create_task_group() as group:
-
-        async def call() -> None:
-            finished.append(
-                await mcp.client.call_tool(tool, {**args, "yield_time_ms": 30000}, progress_callback=notes)
-            )
-
-        group.start_soon(call)
-        await notes.first.wait()
-        group.cancel_scope.cancel()
-    assert not finished, "the call returned instead of being cancelled"
-    return notes.handle()
 
 
 def test_no_progress_without_a_token(tmp_path: Path) -> None:

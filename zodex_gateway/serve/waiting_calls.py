@@ -4,7 +4,7 @@ The SDK answers a stateless POST either as one JSON body or as an event stream. 
 cheaper, and a client that sends only ``Accept: application/json`` gets it; but a JSON answer
 has no room for ``notifications/progress``, and on the per-request era (2026-07-28) only the
 streaming answer notices the client closing its request, which is how that era cancels. So
-two SDK apps serve one server (docs/modes.md#waiting-calls):
+two SDK apps serve one server (docs/modes.md#mcp-endpoint, "Waiting calls"):
 
 - a ``tools/call`` that accepts an event stream goes to the streaming app when it carries a
   progress token, or speaks a per-request revision (there the SDK still answers JSON unless

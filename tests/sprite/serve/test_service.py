@@ -18,6 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.sprite.serve.sprite_support import MARKER, MARKER_VALUE, Sprite, sprite_setup, tool_json
 from tests.support.accounts import require_root
+from tests.support.gateway import Mcp
+from tests.support.progress import cancelled_while_waiting, release
 from tests.support.waiting import wait_for_value
 
 
@@ -318,3 +320,28 @@ async def test_a_setuid_program_gives_the_agent_nothing(sprite: Sprite) -> None:
             )
         )
     assert ran["output"].splitlines() == [str(sprite.agent.uid), "NoNewPrivs:\t1"]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_waiting_call_reports_progress_and_a_cancel_ends_its_wait(sprite: Sprite, mode: str) -> None:
+    """docs/tools.md#progress-and-cancellation through Sprite's front door, at the default
+    interval (5 s): a note while the command waits, a cancel that leaves the output and the
+    command to the next poll."""
+    fifo = sprite.workspace / f"gate-{mode}"
+    os.mkfifo(fifo)
+    os.chown(fifo, sprite.agent.uid, sprite.agent.gid)
+    url = f"{sprite.url}/mcp?key={sprite.key}"
+    async with (
+        httpx.AsyncClient(verify=False, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+    ):
+        mcp = Mcp(client)
+        handle = await cancelled_while_waiting(
+            mcp, "exec_command", {"cmd": f"echo before; cat {fifo}", "workdir": str(sprite.workspace)}
+        )
+        polled = await mcp.write(handle, yield_time_ms=100)
+        assert polled["output"] == "before\n" and polled["status"] == "running", polled
+        release(fifo)
+        output, final = await mcp.drain(handle)
+        assert output == "released\n" and final["exit_code"] == 0
+    fifo.unlink()

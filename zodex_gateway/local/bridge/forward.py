@@ -124,6 +124,7 @@ class InFlight:
     request_id: object
     notify: Callable[[bytes], None] | None = None
     per_request: bool = False  # a per-request revision's: its cancel is the cut connection
+    streamed: bool = False  # its answer came in chunks, and their notifications went on
     cancelled: bool = False
     conn: Connection | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -191,7 +192,7 @@ class Forwarder:
             ):
                 self._forget_session(sent_session)  # signed with a key no longer kept: a new one
                 continue
-            outcome = _outcome(message, response, streamed=flight.notify is not None)
+            outcome = _outcome(message, response, streamed=flight.streamed)
             if method == "initialize" and isinstance(outcome, Answered):
                 self._took_initialize(message, response)
             return outcome
@@ -300,6 +301,8 @@ class Forwarder:
             if flight is not None:
                 with flight.lock:
                     flight.conn = None
+        if flight is not None and notes is not None:
+            flight.streamed = notes.fed
         if response.headers.get("connection", "").lower() == "close":
             conn.close()
         else:
@@ -325,8 +328,10 @@ class _StreamedNotes:
     def __init__(self, notify: Callable[[bytes], None]) -> None:
         self._notify = notify
         self._pending = b""
+        self.fed = False
 
     def feed(self, chunk: bytes) -> None:
+        self.fed = True
         self._pending += chunk.replace(b"\r\n", b"\n")
         while b"\n\n" in self._pending:
             event, self._pending = self._pending.split(b"\n\n", 1)
