@@ -29,6 +29,10 @@ class ToolCall:
     ctx: ServerRequestContext[Any] | None = None
 
 
+# A cancelled call's error in history and the call log (docs/history.md#recording).
+CANCELLED = "cancelled by the client while it waited; the command goes on"
+
+
 @dataclass
 class Outcome:
     """One dispatched call: what the model gets, and what history records (no context)."""

@@ -8,6 +8,7 @@ which reaches the handler in :class:`ToolCall`.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
@@ -21,7 +22,7 @@ from zodex_gateway.mcp import tools
 from zodex_gateway.mcp.alias_tool import set_agent_alias
 from zodex_gateway.mcp.call_log import CallNote
 from zodex_gateway.mcp.call_recorder import CallRecorder
-from zodex_gateway.mcp.calls import ToolCall, error_result
+from zodex_gateway.mcp.calls import CANCELLED, Outcome, ToolCall, error_result
 from zodex_gateway.mcp.context_attacher import ContextAttacher
 from zodex_gateway.mcp.local_features import LocalFeatures
 from zodex_gateway.mcp.mode import Mode
@@ -46,7 +47,7 @@ class ToolDispatcher:
         """``limits``: the effective ones, which the tool descriptions state."""
         self.mode = mode
         local = local or LocalFeatures()
-        self.workers = WorkerTools(dispatcher)
+        self.workers = WorkerTools(dispatcher, progress_every_ms=(limits or Limits()).progress_interval_ms)
         self._recorder = CallRecorder(local)
         self._context = ContextAttacher(local.context)
         self._tools = tools.tool_list(
@@ -92,6 +93,9 @@ class ToolDispatcher:
         note = CallNote()
         try:
             result = await self._call(call, meta, request, note)
+        except asyncio.CancelledError:  # its client cancelled it (docs/tools.md#progress-and-cancellation)
+            self._recorder.logged(call, error_result(CANCELLED), note)
+            raise
         except Exception as exc:
             self._recorder.logged(call, error_result(f"internal error ({type(exc).__name__})"), note)
             raise
@@ -115,7 +119,12 @@ class ToolDispatcher:
         except HistoryUnavailable as exc:
             return error_result(str(exc))
         call = dataclasses.replace(call, invocation=invocation)
-        outcome = await self.workers.run(call)
+        try:
+            outcome = await self.workers.run(call)
+        except asyncio.CancelledError:
+            # Completed, so history does not show it running forever.
+            self._recorder.complete(call, Outcome(error_result(CANCELLED), CANCELLED))
+            raise
         note.created_handle = outcome.created_handle
         self._recorder.complete(call, outcome)
         return self._context.attached(outcome.result, agent, real, not outcome.result.is_error)

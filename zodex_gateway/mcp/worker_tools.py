@@ -4,6 +4,7 @@ worker or no answer in time is a tool error the model can act on."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -11,7 +12,10 @@ from zodex_gateway.history import FileChange
 from zodex_gateway.mcp import tools
 from zodex_gateway.mcp.calls import Outcome, ToolCall, error_result, patch_result, session_result
 from zodex_gateway.workers.dispatcher import Dispatcher
+from zodex_gateway.workers.worker_client import ProgressListener
 from zodex_protocol.errors import ProtocolError
+from zodex_protocol.limits import Limits
+from zodex_protocol.progress import ProgressNote
 
 log = logging.getLogger("zodex.gateway")
 
@@ -19,8 +23,11 @@ ToolHandler = Callable[[ToolCall], Awaitable[Outcome]]
 
 
 class WorkerTools:
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, *, progress_every_ms: int = Limits().progress_interval_ms
+    ) -> None:
         self.dispatcher = dispatcher
+        self._progress_every_ms = progress_every_ms
         # One named handler per tool, as the worker has one per message type.
         self._handlers: dict[str, ToolHandler] = {
             tools.EXEC_COMMAND: self._exec_command,
@@ -45,15 +52,33 @@ class WorkerTools:
     async def _exec_command(self, call: ToolCall) -> Outcome:
         # The worker echoes the tag in process_started: live output is tied to this call
         # before the call returns. A model's own "_tag" is not an argument: never passed on.
-        result = await self.dispatcher.exec_command(call.args, tag=call.invocation)
+        result = await self.dispatcher.exec_command(
+            call.args, tag=call.invocation, progress=self._progress(call)
+        )
         fields = result.fields()
         # The session this call created: running (its handle is in the result) or already
         # ended (the worker names it in a wire-only field the model does not get).
         return Outcome(session_result(fields), fields, result.session or result.session_handle)
 
     async def _write_stdin(self, call: ToolCall) -> Outcome:
-        fields = (await self.dispatcher.write_stdin(call.args)).fields()
+        fields = (await self.dispatcher.write_stdin(call.args, progress=self._progress(call))).fields()
         return Outcome(session_result(fields), fields)
+
+    def _progress(self, call: ToolCall) -> ProgressListener | None:
+        """Progress notes to a client that gave a token (docs/tools.md#progress-and-cancellation)."""
+        ctx = call.ctx
+        if ctx is None or ctx.meta is None or ctx.meta.get("progress_token") is None:
+            return None
+        sending: set[asyncio.Task[None]] = set()
+
+        def heard(note: ProgressNote) -> None:
+            task = asyncio.get_running_loop().create_task(
+                ctx.session.report_progress(note.elapsed_ms / 1000, message=note.message())
+            )
+            sending.add(task)  # held until sent
+            task.add_done_callback(sending.discard)
+
+        return ProgressListener(self._progress_every_ms, heard)
 
     async def _apply_patch(self, call: ToolCall) -> Outcome:
         patched = await self.dispatcher.apply_patch(call.args)

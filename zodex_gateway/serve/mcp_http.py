@@ -66,7 +66,9 @@ class McpHttpApp:
         self._session_ids = session_ids or SessionIds.ephemeral()
         self.max_body = max_body
         self._large_bodies = anyio.Semaphore(LARGE_BODIES_AT_ONCE)
-        self._calls = WaitingCalls(*(_sdk_app(server, json_response, max_body) for json_response in (True, False)))
+        self._calls = WaitingCalls(
+            *(_sdk_app(server, json_response, max_body) for json_response in (True, False))
+        )
 
     @classmethod
     def serving(

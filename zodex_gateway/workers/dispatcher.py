@@ -52,7 +52,9 @@ class ZmqDispatcher:
         real = request.real_workdir
         client = await self.supervisor.worker_for(real)
         lost = f"the worker for {real} exited unexpectedly while running the command; start the command again"
-        return SessionResult.from_body(await self._ask(client, messages.EXEC, request.to_body(), lost, progress))
+        return SessionResult.from_body(
+            await self._ask(client, messages.EXEC, request.to_body(), lost, progress)
+        )
 
     async def write_stdin(
         self, args: Mapping[str, Any], *, progress: ProgressListener | None = None
@@ -63,7 +65,9 @@ class ZmqDispatcher:
         if isinstance(target, SessionResult):
             return target  # from the tombstone of an incarnation that exited cleanly
         lost = lost_message(handle, target.record.workdir)
-        return SessionResult.from_body(await self._ask(target, messages.WRITE, request.to_body(), lost, progress))
+        return SessionResult.from_body(
+            await self._ask(target, messages.WRITE, request.to_body(), lost, progress)
+        )
 
     async def apply_patch(self, args: Mapping[str, Any]) -> Patched:
         request = PatchRequest.from_args(args, self.limits)
