@@ -15,7 +15,9 @@ class Limits:
     exec_yield_ms: int = 10_000
     write_yield_ms: int = 10_000
     yield_min_ms: int = 50
-    yield_max_ms: int = 60_000
+    # 30 s: Codex's own cap, and half the 60 s request timeout of the MCP TypeScript SDK
+    # (docs/config.md#keys), so a call that asks for the longest yield still gets its answer.
+    yield_max_ms: int = 30_000
     poll_settle_ms: int = 250
     timeout_ms: int = 7_200_000
     timeout_min_ms: int = 1_000
