@@ -266,6 +266,17 @@ class Session:
                 wake_at = min(deadline, quiet_at)
             await self._wait_changed(wake_at - now)
 
+    async def wait_match(self, timeout: float) -> None:
+        """docs/tools.md#waiting-for-output: the output matched its watch, or the command
+        ended, or the yield window passed. Checked each time output or the end wakes this
+        task (the readers set ``_changed``), never on a timer."""
+        deadline = time.monotonic() + timeout
+        while not self.output.check_watch() and self.running:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            await self._wait_changed(remaining)
+
     async def _wait_changed(self, timeout: float) -> None:
         self._changed.clear()
         # In this task (no task of its own, as wait_for makes): woken in one turn of the loop.
