@@ -26,7 +26,7 @@ class Limits:
     drain_ms: int = 200
     inline_output_chars: int = 16_000
     preview_chars: int = 4_000
-    preview_head_chars: int = 1_000  # of preview_chars: the delta's first lines
+    preview_head_percent: int = 25  # of preview_chars, from the delta's start (the rest: its end)
     spill_file_cap_bytes: int = 16 * 1024 * 1024
     spill_max_age_s: int = 24 * 3600
     sessions_per_worker: int = 64

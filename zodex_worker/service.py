@@ -200,7 +200,7 @@ class WorkerService:
             spill_name=f"{time.strftime('%Y%m%dT%H%M%S')}-{handle}",
             inline_limit=self.limits.inline_output_chars,
             preview_chars=self.limits.preview_chars,
-            preview_head_chars=self.limits.preview_head_chars,
+            preview_head_chars=self.limits.preview_chars * self.limits.preview_head_percent // 100,
             file_cap_bytes=self.limits.spill_file_cap_bytes,
         )
         session = Session(

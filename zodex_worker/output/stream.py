@@ -20,11 +20,10 @@ from zodex_system.terminal_text import TerminalCleaner
 from zodex_worker.output.spill import DEFAULT_FILE_CAP_BYTES, SPILL_SUFFIX, SpillFile
 from zodex_worker.output.watch import OutputWatch
 
-__all__ = ["DEFAULT_INLINE_LIMIT", "DEFAULT_PREVIEW_CHARS", "DEFAULT_PREVIEW_HEAD_CHARS", "SessionOutput"]
+__all__ = ["DEFAULT_INLINE_LIMIT", "DEFAULT_PREVIEW_CHARS", "SessionOutput"]
 
 DEFAULT_INLINE_LIMIT: Final = 16000
 DEFAULT_PREVIEW_CHARS: Final = 4000
-DEFAULT_PREVIEW_HEAD_CHARS: Final = 1000  # a quarter of the preview: where compilers put the cause
 
 
 class SessionOutput:
@@ -46,11 +45,13 @@ class SessionOutput:
         spill_name: str,
         inline_limit: int = DEFAULT_INLINE_LIMIT,
         preview_chars: int = DEFAULT_PREVIEW_CHARS,
-        preview_head_chars: int = DEFAULT_PREVIEW_HEAD_CHARS,
+        preview_head_chars: int | None = None,  # default: a quarter of preview_chars
         file_cap_bytes: int = DEFAULT_FILE_CAP_BYTES,
     ) -> None:
         if inline_limit < 0 or not 0 <= preview_chars <= inline_limit:
             raise ValueError("need 0 <= preview_chars <= inline_limit")
+        if preview_head_chars is None:
+            preview_head_chars = preview_chars // 4
         if not 0 <= preview_head_chars <= preview_chars:
             raise ValueError("need 0 <= preview_head_chars <= preview_chars")
         if not spill_name or spill_name in {".", ".."} or "/" in spill_name or "\\" in spill_name:
