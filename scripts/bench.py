@@ -208,6 +208,17 @@ class Bench:
             )
         return r
 
+    async def round_trips(self, workdir: Path, n: int) -> list[float]:
+        """A call that waits for nothing: write_stdin answered from an ended session's tombstone."""
+        r = await self.exec("sleep 60", workdir, yield_time_ms=50)
+        await self.call("write_stdin", session_handle=r["session_handle"], kill_process=True)
+        times = []
+        for _ in range(n):
+            started = time.perf_counter()
+            await self.call("write_stdin", session_handle=r["session_handle"])
+            times.append(time.perf_counter() - started)
+        return times
+
     async def ready(self, workdir: Path) -> float:
         """Seconds from the server writing ``ready`` to exec_command with wait_for returning."""
         r = await self.exec(READY_SERVER, workdir, wait_for="^ready$", yield_time_ms=30000)
@@ -647,7 +658,8 @@ async def wait_rows(bench: Bench, workdir: Path, quick: bool) -> list[Row]:
     samples = 10 if quick else 30
     floor = [floor_ready(workdir) for _ in range(samples)]
     waited = [await bench.ready(workdir) for _ in range(samples)]
-    f50, w50 = statistics.median(floor), statistics.median(waited)
+    trips = await bench.round_trips(workdir, samples * 3)
+    f50, w50, t50 = statistics.median(floor), statistics.median(waited), statistics.median(trips)
     rows: list[Row] = [
         (
             "`ready` to the wait_for call returning, p50",
@@ -655,8 +667,16 @@ async def wait_rows(bench: Bench, workdir: Path, quick: bool) -> list[Row]:
             f"{f50 * 1000:.2f} ms",
             f"+{(w50 - f50) * 1000:.2f} ms",
             f"within 2 ms of the PTY (p90 {percentile(waited, 90) * 1000:.2f} ms)",
-        )
+        ),
+        (
+            "a whole call answered at once (write_stdin, tombstone), p50",
+            f"{t50 * 1000:.2f} ms",
+            "",
+            "",
+            "what the call's own round trip costs",
+        ),
     ]
+    rows += watch_cpu_rows()
     for pattern in ("BUILD (SUCCESSFUL|FAILED)", "(?i)error"):
         plain: list[float] = []
         watched: list[float] = []
@@ -674,6 +694,46 @@ async def wait_rows(bench: Bench, workdir: Path, quick: bool) -> list[Row]:
                 f"{SEQ_MB / p:.1f} MB/s",
                 f"{p / w:.2f}x",
                 "≥ 0.95x",
+            )
+        )
+    return rows
+
+
+def watch_cpu_rows() -> list[Row]:
+    """The worker's CPU for one session's output of ``seq 1 1000000`` (cleaning, counting,
+    spilling), in this process, with wait_for's watch checked after every 64 KiB read
+    against none: the matching's own cost, apart from the machine's other load."""
+    from zodex_protocol.wait_pattern import WaitPattern
+    from zodex_worker.output.stream import SessionOutput
+
+    data = "".join(f"{i}\r\n" for i in range(1, 1_000_001)).encode()
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+
+    def cpu(pattern: str | None) -> float:
+        with tempfile.TemporaryDirectory() as spill:
+            out = SessionOutput(spill_dir=Path(spill), spill_name="bench")
+            if pattern is not None:
+                out.watch(WaitPattern.compile(pattern))
+            started = time.process_time()
+            for chunk in chunks:
+                out.feed(chunk)
+                out.check_watch()
+            out.take_delta()
+            spent = time.process_time() - started
+            out.close()
+            return spent
+
+    none = min(cpu(None) for _ in range(5))
+    rows: list[Row] = []
+    for pattern in ("BUILD (SUCCESSFUL|FAILED)", "(?i)error", "^ready$"):
+        spent = min(cpu(pattern) for _ in range(5))
+        rows.append(
+            (
+                f"worker output CPU of seq, watching {pattern!r} vs none",
+                f"{spent * 1000:.1f} ms",
+                f"{none * 1000:.1f} ms",
+                f"{none / spent:.2f}x",
+                "",
             )
         )
     return rows
