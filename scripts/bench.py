@@ -75,16 +75,29 @@ def percentile(values: list[float], p: float) -> float:
 # ---- floors ----------------------------------------------------------------------------
 
 
-def bare_pty_run(cmd: str) -> int:
-    """Spawn ``$SHELL -c cmd`` on a fresh PTY, read until it is drained, reap it; bytes read."""
+def spawn_on_pty(cmd: str, cwd: Path | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """``$SHELL -c cmd`` on a fresh PTY: the process and the PTY's master."""
     import pty
-    import termios
 
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [SHELL, "-c", cmd], stdin=slave, stdout=slave, stderr=slave, start_new_session=True, close_fds=True
+        [SHELL, "-c", cmd],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        close_fds=True,
+        cwd=cwd,
     )
     os.close(slave)
+    return proc, master
+
+
+def bare_pty_run(cmd: str) -> int:
+    """Spawn ``$SHELL -c cmd`` on a fresh PTY, read until it is drained, reap it; bytes read."""
+    import termios
+
+    proc, master = spawn_on_pty(cmd)
     attrs = termios.tcgetattr(master)
     del attrs
     total = 0
@@ -150,19 +163,7 @@ def written_at(workdir: Path) -> float:
 
 def floor_ready(workdir: Path) -> float:
     """Seconds from the server writing ``ready`` to a reader of its bare PTY seeing it."""
-    import pty
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [SHELL, "-c", READY_SERVER],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        start_new_session=True,
-        close_fds=True,
-        cwd=workdir,
-    )
-    os.close(slave)
+    proc, master = spawn_on_pty(READY_SERVER, workdir)
     seen = b""
     while b"ready" not in seen:
         seen += os.read(master, 65536)
@@ -677,7 +678,7 @@ async def wait_rows(bench: Bench, workdir: Path, quick: bool) -> list[Row]:
         ),
     ]
     rows += watch_cpu_rows()
-    for pattern in ("BUILD (SUCCESSFUL|FAILED)", "(?i)error"):
+    for pattern in ("BUILD (SUCCESSFUL|FAILED)", "(?i)error", "^ready$"):
         plain: list[float] = []
         watched: list[float] = []
         for _ in range(3 if quick else 6):
