@@ -660,6 +660,14 @@ async def wait_rows(bench: Bench, workdir: Path, quick: bool) -> list[Row]:
     floor = [floor_ready(workdir) for _ in range(samples)]
     waited = [await bench.ready(workdir) for _ in range(samples)]
     trips = await bench.round_trips(workdir, samples * 3)
+    alone = json.loads(
+        subprocess.run(
+            [sys.executable, __file__, "--worker-ready", str(samples), str(workdir)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     f50, w50, t50 = statistics.median(floor), statistics.median(waited), statistics.median(trips)
     rows: list[Row] = [
         (
@@ -668,6 +676,13 @@ async def wait_rows(bench: Bench, workdir: Path, quick: bool) -> list[Row]:
             f"{f50 * 1000:.2f} ms",
             f"+{(w50 - f50) * 1000:.2f} ms",
             f"within 2 ms of the PTY (p90 {percentile(waited, 90) * 1000:.2f} ms)",
+        ),
+        (
+            "the same wait at the worker's service alone (in process), p50",
+            f"{statistics.median(alone) * 1000:.2f} ms",
+            f"{f50 * 1000:.2f} ms",
+            f"+{(statistics.median(alone) - f50) * 1000:.2f} ms",
+            "",
         ),
         (
             "a whole call answered at once (write_stdin, tombstone), p50",
@@ -698,6 +713,33 @@ async def wait_rows(bench: Bench, workdir: Path, quick: bool) -> list[Row]:
             )
         )
     return rows
+
+
+async def worker_ready(workdir: Path, n: int) -> list[float]:
+    """The wait measured at the worker's service, in process: from ``ready`` written to
+    ``WorkerService.exec`` returning (run in a process of its own: the worker's reaper
+    takes SIGCHLD)."""
+    from zodex_protocol.handles import worker_id_for
+    from zodex_protocol.requests import ExecRequest, WriteRequest
+    from zodex_worker.reaper import Reaper
+    from zodex_worker.service import WorkerConfig, WorkerService
+
+    real = os.path.realpath(workdir)
+    config = WorkerConfig(worker_id_for(real), 1, real, workdir / "spill", [SHELL, "-c"])
+    service = WorkerService(config, Reaper(asyncio.get_running_loop()), lambda _event: None)
+    times = []
+    for _ in range(n):
+        args = {"cmd": READY_SERVER, "workdir": real, "wait_for": "^ready$", "yield_time_ms": 30000}
+        r = await service.exec(ExecRequest.from_args(args, config.limits))
+        at = time.monotonic()
+        times.append(at - written_at(workdir))
+        assert r.session_handle is not None and r.wait == "matched", r
+        await service.write(
+            WriteRequest.from_args({"session_handle": r.session_handle, "kill_process": True}, config.limits)
+        )
+        (workdir / "ready.t").unlink()
+    await service.shutdown()
+    return times
 
 
 def watch_cpu_rows() -> list[Row]:
@@ -927,7 +969,12 @@ if __name__ == "__main__":
         "--fleet-only", action="store_true", help="only the fleet figures (root: hosts in network namespaces)"
     )
     parser.add_argument("--waits-only", action="store_true", help="only the wait_for figures")
+    parser.add_argument("--worker-ready", nargs=2, metavar=("N", "WORKDIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker_ready:
+        samples, workdir = args.worker_ready
+        print(json.dumps(asyncio.run(worker_ready(Path(workdir), int(samples)))))
+        sys.exit(0)
     try:
         asyncio.run(main(args.quick, args.fleet_only, args.waits_only))
     except (asyncio.CancelledError, KeyboardInterrupt):
