@@ -16,6 +16,9 @@ from zodex_protocol.wait_pattern import WaitPattern, matched_text
 # A match split across reads is found when it is at most this long (bytes of UTF-8); each
 # check searches this much again, so it bounds the cost of checking often.
 OVERLAP_BYTES: Final = 16 * 1024
+# Text added but not yet checked is searched at once past this: the waiting call may not
+# check for a while (typing a long input), and the text must not pile up meanwhile.
+UNCHECKED_CHARS: Final = 1024 * 1024
 
 
 def _char_start(data: bytes, at: int) -> int:
@@ -33,12 +36,16 @@ class OutputWatch:
         self._window = context[-1:].encode("utf-8", "replace")
         self._start = len(self._window)  # where a match may begin
         self._new: list[str] = []
+        self._new_chars = 0
         self.matched: str | None = None
 
     def add(self, committed: str) -> None:
         """Text the output committed (cleaned, in order)."""
         if self.matched is None:
             self._new.append(committed)
+            self._new_chars += len(committed)
+            if self._new_chars > UNCHECKED_CHARS:
+                self.check()  # the pending line is left to the call's own check
 
     def search_apart(self, text: str) -> bool:
         """Search ``text`` on its own: a part of the new output that the rest does not
@@ -59,6 +66,7 @@ class OutputWatch:
         if self._new:
             window += "".join(self._new).encode("utf-8", "replace")
             self._new.clear()
+            self._new_chars = 0
         text = window + pending_line.encode("utf-8", "replace") if pending_line else window
         span = self.pattern.search(text, self._start)
         if span is not None:

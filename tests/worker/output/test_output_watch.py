@@ -10,7 +10,7 @@ import pytest
 
 from zodex_protocol.wait_pattern import WaitPattern
 from zodex_worker.output.stream import SessionOutput
-from zodex_worker.output.watch import OVERLAP_BYTES, OutputWatch
+from zodex_worker.output.watch import OVERLAP_BYTES, UNCHECKED_CHARS, OutputWatch
 
 
 def watch(source: str, context: str = "") -> OutputWatch:
@@ -111,3 +111,15 @@ def test_a_flood_is_matched_as_it_commits(out: SessionOutput) -> None:
     assert not out.check_watch()
     out.feed(b"dy\n")
     assert out.check_watch()
+
+
+def test_text_added_without_checks_does_not_pile_up() -> None:
+    w = watch("needle")
+    line = "x" * 1023 + "\n"
+    for _ in range(3 * UNCHECKED_CHARS // len(line)):
+        w.add(line)
+    assert w._new_chars <= UNCHECKED_CHARS and len(w._window) <= OVERLAP_BYTES + 1
+    w.add("a needle\n")
+    for _ in range(2 * UNCHECKED_CHARS // len(line)):
+        w.add(line)  # searched on the way: the match is kept, the rest not held
+    assert w._new_chars == 0 and w.matched == "needle" and w.check()
