@@ -152,7 +152,8 @@ async def test_a_pathological_pattern_cannot_stall_the_worker(
     async with connect(genv) as mcp:
         await mcp.exec("true", str(tmp_path))  # the worker is up
         started = time.monotonic()
-        call = asyncio.create_task(mcp.exec(flood, str(tmp_path), wait_for="(a+)+b", yield_time_ms=4_000))
+        yield_ms = min(30_000, int(scaled(4_000)))
+        call = asyncio.create_task(mcp.exec(flood, str(tmp_path), wait_for="(a+)+b", yield_time_ms=yield_ms))
         # A PTY holds far less than 100 KB: once the write returned, the worker has read the a's.
         await wait_for((tmp_path / "printed").exists, what="the a's to be printed")
         answers = []
@@ -167,7 +168,7 @@ async def test_a_pathological_pattern_cannot_stall_the_worker(
         await mcp.write(r["session_handle"], kill_process=True)
     assert (r["wait"], r["status"]) == ("yield", "running")
     assert r["output_chars"] == 100_000
-    assert elapsed < 4 + scaled(6)
+    assert elapsed < yield_ms / 1000 + scaled(6)
     assert max(answers) < scaled(2), answers
 
 
