@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Zodex benchmark, through the public MCP tools only, against floors measured in the same run.
 
-    python scripts/bench.py [--quick] [--fleet-only]
+    python scripts/bench.py [--quick] [--fleet-only] [--waits-only]
 
 Prints each figure next to its floor and the ratio, so results compare across machines:
 
@@ -13,6 +13,10 @@ Prints each figure next to its floor and the ratio, so results compare across ma
   the sample count with ``--quick``);
 - RSS of the gateway, of an idle worker, and of a worker after one session printed 100 MB;
 - ``apply_patch`` of 200 chunks over a 20,000-line file, end to end;
+- ``wait_for`` (``--waits-only`` runs just this): from a server writing ``ready`` to the
+  ``exec_command`` waiting for it returning, against a reader of a bare PTY seeing the same
+  line; and ``seq 1 1000000`` run to the end with a ``wait_for`` that never matches on every
+  call against none (medians of alternating runs);
 - the throughput above with history on against a gateway started with ``--no-history``: the
   medians of 6 runs each, in alternating blocks of 3 back-to-back runs (each block after
   ``sync`` and one run not counted), so that history's writeback falls on its own runs;
@@ -71,16 +75,29 @@ def percentile(values: list[float], p: float) -> float:
 # ---- floors ----------------------------------------------------------------------------
 
 
-def bare_pty_run(cmd: str) -> int:
-    """Spawn ``$SHELL -c cmd`` on a fresh PTY, read until it is drained, reap it; bytes read."""
+def spawn_on_pty(cmd: str, cwd: Path | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """``$SHELL -c cmd`` on a fresh PTY: the process and the PTY's master."""
     import pty
-    import termios
 
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [SHELL, "-c", cmd], stdin=slave, stdout=slave, stderr=slave, start_new_session=True, close_fds=True
+        [SHELL, "-c", cmd],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        close_fds=True,
+        cwd=cwd,
     )
     os.close(slave)
+    return proc, master
+
+
+def bare_pty_run(cmd: str) -> int:
+    """Spawn ``$SHELL -c cmd`` on a fresh PTY, read until it is drained, reap it; bytes read."""
+    import termios
+
+    proc, master = spawn_on_pty(cmd)
     attrs = termios.tcgetattr(master)
     del attrs
     total = 0
@@ -121,6 +138,44 @@ def floor_throughput() -> tuple[float, int]:
     return time.perf_counter() - started, size
 
 
+# A server that becomes ready: it writes its CLOCK_MONOTONIC reading the moment before it
+# writes "ready" to a file, so a reader in another process measures from that instant.
+READY_SERVER = (
+    "python3 -c 'import sys, time; time.sleep(0.2); t = time.monotonic(); "
+    'sys.stdout.write("ready\\n"); sys.stdout.flush(); open("ready.t", "w").write(repr(t)); '
+    "time.sleep(60)'"
+)
+
+
+SEQ_MB = sum(len(f"{i}\n") for i in range(1, 1_000_001)) / 1e6
+
+
+def written_at(workdir: Path) -> float:
+    """The server's reading of the clock, once its file is complete (it follows the line)."""
+    marker = workdir / "ready.t"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            return float(marker.read_text())
+        time.sleep(0.001)
+    raise RuntimeError("the server never wrote ready.t")
+
+
+def floor_ready(workdir: Path) -> float:
+    """Seconds from the server writing ``ready`` to a reader of its bare PTY seeing it."""
+    proc, master = spawn_on_pty(READY_SERVER, workdir)
+    seen = b""
+    while b"ready" not in seen:
+        seen += os.read(master, 65536)
+    at = time.monotonic()
+    written = written_at(workdir)
+    proc.kill()
+    proc.wait()
+    os.close(master)
+    (workdir / "ready.t").unlink()
+    return at - written
+
+
 # ---- through Zodex ---------------------------------------------------------------------
 
 
@@ -143,6 +198,37 @@ class Bench:
         while r["status"] == "running":
             r = await self.call("write_stdin", session_handle=r["session_handle"], yield_time_ms=60000)
         return r
+
+    async def run_waiting(self, cmd: str, workdir: Path, wait_for: str | None) -> dict[str, Any]:
+        """``cmd`` to its end, every call with ``wait_for`` when it is given."""
+        given = {} if wait_for is None else {"wait_for": wait_for}
+        r = await self.exec(cmd, workdir, yield_time_ms=30000, **given)
+        while r["status"] == "running":
+            r = await self.call(
+                "write_stdin", session_handle=r["session_handle"], yield_time_ms=30000, **given
+            )
+        return r
+
+    async def round_trips(self, workdir: Path, n: int) -> list[float]:
+        """A call that waits for nothing: write_stdin answered from an ended session's tombstone."""
+        r = await self.exec("sleep 60", workdir, yield_time_ms=50)
+        await self.call("write_stdin", session_handle=r["session_handle"], kill_process=True)
+        times = []
+        for _ in range(n):
+            started = time.perf_counter()
+            await self.call("write_stdin", session_handle=r["session_handle"])
+            times.append(time.perf_counter() - started)
+        return times
+
+    async def ready(self, workdir: Path) -> float:
+        """Seconds from the server writing ``ready`` to exec_command with wait_for returning."""
+        r = await self.exec(READY_SERVER, workdir, wait_for="^ready$", yield_time_ms=30000)
+        at = time.monotonic()
+        assert r["wait"] == "matched", r
+        written = written_at(workdir)
+        await self.call("write_stdin", session_handle=r["session_handle"], kill_process=True)
+        (workdir / "ready.t").unlink()
+        return at - written
 
     async def trivial(self, n: int, workdir: Path) -> list[float]:
         times = []
@@ -567,6 +653,151 @@ async def _fleet_measure(n: int, fh: Any, hosts: list[Any], sprite: Any, gateway
     ]
 
 
+async def wait_rows(bench: Bench, workdir: Path, quick: bool) -> list[Row]:
+    """What wait_for costs: its latency against the PTY's, and its share of throughput."""
+    settle()
+    samples = 10 if quick else 30
+    floor = [floor_ready(workdir) for _ in range(samples)]
+    waited = [await bench.ready(workdir) for _ in range(samples)]
+    trips = await bench.round_trips(workdir, samples * 3)
+    alone = json.loads(
+        subprocess.run(
+            [sys.executable, __file__, "--worker-ready", str(samples), str(workdir)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+    f50, w50, t50 = statistics.median(floor), statistics.median(waited), statistics.median(trips)
+    rows: list[Row] = [
+        (
+            "`ready` to the wait_for call returning, p50",
+            f"{w50 * 1000:.2f} ms",
+            f"{f50 * 1000:.2f} ms",
+            f"+{(w50 - f50) * 1000:.2f} ms",
+            f"within 2 ms of the PTY (p90 {percentile(waited, 90) * 1000:.2f} ms)",
+        ),
+        (
+            "the same wait at the worker's service alone (in process), p50",
+            f"{statistics.median(alone) * 1000:.2f} ms",
+            f"{f50 * 1000:.2f} ms",
+            f"+{(statistics.median(alone) - f50) * 1000:.2f} ms",
+            "",
+        ),
+        (
+            "a whole call answered at once (write_stdin, tombstone), p50",
+            f"{t50 * 1000:.2f} ms",
+            "",
+            "",
+            "what the call's own round trip costs",
+        ),
+    ]
+    rows += watch_cpu_rows()
+    for pattern in ("BUILD (SUCCESSFUL|FAILED)", "(?i)error", "^ready$"):
+        plain: list[float] = []
+        watched: list[float] = []
+        for _ in range(3 if quick else 6):
+            for wait_for, into in ((None, plain), (pattern, watched)):
+                started = time.perf_counter()
+                r = await bench.run_waiting("seq 1 1000000", workdir, wait_for)
+                into.append(time.perf_counter() - started)
+                assert r["output_lines"] == 1_000_000 and r.get("wait", "exited") == "exited", r
+        p, w = statistics.median(plain), statistics.median(watched)
+        rows.append(
+            (
+                f"seq throughput, wait_for {pattern!r} vs none (medians)",
+                f"{SEQ_MB / w:.1f} MB/s",
+                f"{SEQ_MB / p:.1f} MB/s",
+                f"{p / w:.2f}x",
+                "≥ 0.95x",
+            )
+        )
+    return rows
+
+
+async def worker_ready(workdir: Path, n: int) -> list[float]:
+    """The wait measured at the worker's service, in process: from ``ready`` written to
+    ``WorkerService.exec`` returning (run in a process of its own: the worker's reaper
+    takes SIGCHLD)."""
+    from zodex_protocol.handles import worker_id_for
+    from zodex_protocol.requests import ExecRequest, WriteRequest
+    from zodex_worker.reaper import Reaper
+    from zodex_worker.service import WorkerConfig, WorkerService
+
+    real = os.path.realpath(workdir)
+    config = WorkerConfig(worker_id_for(real), 1, real, workdir / "spill", [SHELL, "-c"])
+    service = WorkerService(config, Reaper(asyncio.get_running_loop()), lambda _event: None)
+    times = []
+    for _ in range(n):
+        args = {"cmd": READY_SERVER, "workdir": real, "wait_for": "^ready$", "yield_time_ms": 30000}
+        r = await service.exec(ExecRequest.from_args(args, config.limits))
+        at = time.monotonic()
+        times.append(at - written_at(workdir))
+        assert r.session_handle is not None and r.wait == "matched", r
+        await service.write(
+            WriteRequest.from_args({"session_handle": r.session_handle, "kill_process": True}, config.limits)
+        )
+        (workdir / "ready.t").unlink()
+    await service.shutdown()
+    return times
+
+
+def watch_cpu_rows() -> list[Row]:
+    """The worker's CPU for one session's output of ``seq 1 1000000`` (cleaning, counting,
+    spilling), in this process, with wait_for's watch checked after every 64 KiB read
+    against none: the matching's own cost, apart from the machine's other load."""
+    from zodex_protocol.wait_pattern import WaitPattern
+    from zodex_worker.output.stream import SessionOutput
+
+    data = "".join(f"{i}\r\n" for i in range(1, 1_000_001)).encode()
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+
+    def cpu(pattern: str | None) -> float:
+        with tempfile.TemporaryDirectory() as spill:
+            out = SessionOutput(spill_dir=Path(spill), spill_name="bench")
+            if pattern is not None:
+                out.watch(WaitPattern.compile(pattern))
+            started = time.process_time()
+            for chunk in chunks:
+                out.feed(chunk)
+                out.check_watch()
+            out.take_delta()
+            spent = time.process_time() - started
+            out.close()
+            return spent
+
+    none = min(cpu(None) for _ in range(5))
+    rows: list[Row] = []
+    for pattern in ("BUILD (SUCCESSFUL|FAILED)", "(?i)error", "^ready$"):
+        spent = min(cpu(pattern) for _ in range(5))
+        rows.append(
+            (
+                f"worker output CPU of seq, watching {pattern!r} vs none",
+                f"{spent * 1000:.1f} ms",
+                f"{none * 1000:.1f} ms",
+                f"{none / spent:.2f}x",
+                "",
+            )
+        )
+    return rows
+
+
+async def waits_only_rows(quick: bool) -> list[Row]:
+    root = Path(tempfile.mkdtemp(prefix="zxb"))
+    try:
+        (root / "run").mkdir(mode=0o700)
+        workdir = root / "w"
+        workdir.mkdir()
+        env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "XDG_RUNTIME_DIR": str(root / "run")}
+        params = StdioServerParameters(command=GATEWAY, args=["stdio"], env=env, cwd=str(root))
+        async with Client(params, read_timeout_seconds=300) as client:
+            bench = Bench(client, root)
+            await bench.trivial(20, workdir)
+            return await wait_rows(bench, workdir, quick)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 async def machine_rows(n: int, quick: bool) -> list[Row]:
     """The single-machine figures: stdio, Local over HTTP, against the bare-PTY floor."""
     root = Path(tempfile.mkdtemp(prefix="zxb"))
@@ -694,6 +925,7 @@ async def _machine_rows(root: Path, n: int, quick: bool) -> list[Row]:
                 "< 100 ms",
             )
         )
+        rows += await wait_rows(bench, dirs[2], quick)
 
     rows.append(history_row)
 
@@ -702,7 +934,7 @@ async def _machine_rows(root: Path, n: int, quick: bool) -> list[Row]:
     return rows
 
 
-async def main(quick: bool, fleet_only: bool) -> None:
+async def main(quick: bool, fleet_only: bool, waits_only: bool = False) -> None:
     # SIGTERM and SIGHUP end the run as Ctrl-C does: the running task is cancelled at its
     # next await, so every finally below removes what it made.
     task = asyncio.current_task()
@@ -710,9 +942,12 @@ async def main(quick: bool, fleet_only: bool) -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
     n = 30 if quick else 200
-    rows = [] if fleet_only else await machine_rows(n, quick)
-    settle()
-    rows += await fleet_rows(n)
+    if waits_only:
+        rows = await waits_only_rows(quick)
+    else:
+        rows = [] if fleet_only else await machine_rows(n, quick)
+        settle()
+        rows += await fleet_rows(n)
     print(
         f"zodex bench — {os.cpu_count()} cores, {n} samples, floor = bare PTY spawn of `$SHELL -c` from Python"
         " (fleet rows: the baseline named in the figure)"
@@ -733,8 +968,14 @@ if __name__ == "__main__":
     parser.add_argument(
         "--fleet-only", action="store_true", help="only the fleet figures (root: hosts in network namespaces)"
     )
+    parser.add_argument("--waits-only", action="store_true", help="only the wait_for figures")
+    parser.add_argument("--worker-ready", nargs=2, metavar=("N", "WORKDIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker_ready:
+        samples, workdir = args.worker_ready
+        print(json.dumps(asyncio.run(worker_ready(Path(workdir), int(samples)))))
+        sys.exit(0)
     try:
-        asyncio.run(main(args.quick, args.fleet_only))
+        asyncio.run(main(args.quick, args.fleet_only, args.waits_only))
     except (asyncio.CancelledError, KeyboardInterrupt):
         sys.exit("bench interrupted; what it had made is removed")

@@ -15,7 +15,9 @@ class Limits:
     exec_yield_ms: int = 10_000
     write_yield_ms: int = 10_000
     yield_min_ms: int = 50
-    yield_max_ms: int = 60_000
+    # 30 s: Codex's own cap, and half the 60 s request timeout of the MCP TypeScript SDK
+    # (docs/config.md#keys), so a call that asks for the longest yield still gets its answer.
+    yield_max_ms: int = 30_000
     poll_settle_ms: int = 250
     progress_interval_ms: int = 5_000  # between progress notes of a waiting call with a token
     timeout_ms: int = 7_200_000
@@ -25,6 +27,7 @@ class Limits:
     drain_ms: int = 200
     inline_output_chars: int = 16_000
     preview_chars: int = 4_000
+    preview_head_percent: int = 25  # of preview_chars, from the delta's start (the rest: its end)
     spill_file_cap_bytes: int = 16 * 1024 * 1024
     spill_max_age_s: int = 24 * 3600
     sessions_per_worker: int = 64

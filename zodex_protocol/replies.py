@@ -12,6 +12,7 @@ from typing import Any
 
 from zodex_protocol import messages
 from zodex_protocol.bodies import BodyReader, flat_body, read_flat
+from zodex_protocol.wait_pattern import OUTCOMES
 
 STATUSES = ("running", "exited")
 PATCH_OPERATIONS = ("created", "edited", "deleted", "renamed")
@@ -80,6 +81,10 @@ class SessionResult:
     session_handle: str | None = None  # running, or jobs left behind still run
     spilled: SpilledOutput | None = None
     evicted_session: EvictedSession | None = None
+    # Given when the call had a wait_for (docs/tools.md#waiting-for-output): what ended its
+    # wait (wait_pattern.OUTCOMES), and the text that matched.
+    wait: str | None = None
+    matched_text: str | None = None
     # Wire-only, in an exec reply for a command that already ended (so it carries no
     # session_handle): the session it ran in, so history can link its output to the call.
     session: str | None = None
@@ -102,6 +107,10 @@ class SessionResult:
             "session_handle": self.session_handle,
         }
         result.update((key, value) for key, value in optional.items() if value is not None)
+        if self.wait is not None:
+            result["wait"] = self.wait
+        if self.matched_text is not None:
+            result["matched_text"] = self.matched_text
         if self.spilled is not None:
             result.update(self.spilled.fields())
         if self.evicted_session is not None:
@@ -117,7 +126,11 @@ class SessionResult:
 
     def without_output(self) -> SessionResult:
         """A final result answered again (from a tombstone): the same fields, no new output."""
-        return replace(self, output="", session=None)
+        return replace(self, output="", session=None, wait=None, matched_text=None)
+
+    def waited(self, wait: str | None, matched_text: str | None = None) -> SessionResult:
+        """This result with the outcome of its call's wait_for; ``wait`` None: it had none."""
+        return self if wait is None else replace(self, wait=wait, matched_text=matched_text)
 
     @classmethod
     def from_body(cls, body: object) -> SessionResult:
@@ -152,6 +165,8 @@ class SessionResult:
             evicted_session=(
                 EvictedSession(evicted.text("session_handle"), evicted.text("cmd")) if evicted else None
             ),
+            wait=read.choice("wait", OUTCOMES) if read.has("wait") else None,
+            matched_text=read.optional_text("matched_text"),
             session=read.optional_text(messages.SESSION_KEY),
         )
 

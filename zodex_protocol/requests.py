@@ -23,10 +23,17 @@ from zodex_protocol.validation import (
     check_type,
     check_write_args,
 )
+from zodex_protocol.wait_pattern import WaitPattern
 
 
 def _given(**fields: Any) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value is not None}
+
+
+def _wait_for(args: Mapping[str, Any]) -> WaitPattern | None:
+    """The optional ``wait_for``, checked after the tool's other arguments (its type with them)."""
+    source = args.get("wait_for")
+    return None if source is None else WaitPattern.compile(source)
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,7 @@ class ExecRequest:
     timeout_ms: int | None = None
     # The call's history id, echoed in process_started (docs/protocol.md); wire key ``_tag``.
     tag: str | None = None
+    wait_for: WaitPattern | None = None
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any], limits: Limits, *, tag: str | None = None) -> ExecRequest:
@@ -51,6 +59,7 @@ class ExecRequest:
             yield_time_ms=args.get("yield_time_ms"),
             timeout_ms=args.get("timeout_ms"),
             tag=tag,
+            wait_for=_wait_for(args),
         )
 
     @classmethod
@@ -67,6 +76,7 @@ class ExecRequest:
             workdir=self.workdir,
             yield_time_ms=self.yield_time_ms,
             timeout_ms=self.timeout_ms,
+            wait_for=None if self.wait_for is None else self.wait_for.source,
             **{messages.EXEC_TAG: self.tag},
         )
 
@@ -77,6 +87,7 @@ class WriteRequest:
     chars: str = ""  # empty: a poll
     yield_time_ms: int | None = None
     kill_process: bool = False
+    wait_for: WaitPattern | None = None
 
     @classmethod
     def from_args(cls, args: Mapping[str, Any], limits: Limits) -> WriteRequest:
@@ -86,6 +97,7 @@ class WriteRequest:
             chars=args.get("chars") or "",
             yield_time_ms=args.get("yield_time_ms"),
             kill_process=bool(args.get("kill_process", False)),
+            wait_for=_wait_for(args),
         )
 
     @classmethod
@@ -98,6 +110,7 @@ class WriteRequest:
             chars=self.chars or None,
             yield_time_ms=self.yield_time_ms,
             kill_process=self.kill_process or None,
+            wait_for=None if self.wait_for is None else self.wait_for.source,
         )
 
 

@@ -70,6 +70,7 @@ def check_exec_args(args: Mapping[str, Any], limits: Limits) -> str:
     workdir = check_type(args, "workdir", str, required=True)
     check_type(args, "yield_time_ms", int, required=False)
     check_type(args, "timeout_ms", int, required=False)
+    check_type(args, "wait_for", str, required=False)
     real = check_workdir(workdir)
     if not cmd.strip():
         raise ProtocolError(ErrorCode.INVALID_ARGUMENT, "cmd must not be empty")
@@ -83,6 +84,7 @@ def check_write_args(args: Mapping[str, Any], limits: Limits) -> str:
     chars = check_type(args, "chars", str, required=False)
     check_type(args, "yield_time_ms", int, required=False)
     check_type(args, "kill_process", bool, required=False)
+    check_type(args, "wait_for", str, required=False)
     # No handle is longer; refused as any oversized argument rather than echoed back whole.
     check_length("session_handle", handle, MAX_HANDLE_CHARS)
     if chars:

@@ -167,6 +167,10 @@ class TerminalCleaner:
         self._at_col0 = False
         return self._take_out()
 
+    def pending_line(self) -> str:
+        """The pending line as it stands, left pending (what a flush would commit now)."""
+        return "".join(self._line)
+
     def has_partial(self) -> bool:
         """Whether the pending line holds text that a flush would commit."""
         return self._line_len > 0

@@ -22,6 +22,7 @@ from zodex_protocol.handles import SessionHandle
 from zodex_protocol.limits import Limits
 from zodex_protocol.replies import EvictedSession, Patched, PatchedFile, Pong, SessionResult
 from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
+from zodex_protocol.wait_pattern import EXITED, MATCHED, YIELD, WaitPattern
 from zodex_system import proctree
 from zodex_system.cgroups import Group, SessionGroups
 from zodex_worker.call_waits import CallWait, WaitCancelled
@@ -96,14 +97,19 @@ class WorkerService:
         evicted = self.table.make_room()
         session = self._spawn(request.cmd, request.workdir, timeout_ms, request.tag)
         try:
-            await session.wait_exit(yield_ms / 1000, call)
+            if request.wait_for is None:
+                await session.wait_exit(yield_ms / 1000, call)
+            else:
+                session.output.watch(request.wait_for)
+                await session.wait_match(yield_ms / 1000, call)
         except WaitCancelled:
             # Nobody will see this reply, but the command goes on: its handle (in history,
             # on Liveboard, in the progress notes) must still answer (docs/sessions.md).
             session.handle_delivered = True
             raise
         async with session.lock:
-            result = session_result(session, session.output.take_delta())
+            wait = _wait_outcome(session, request.wait_for)
+            result = session_result(session, session.output.take_delta()).waited(*wait)
             if result.session_handle is not None:  # running, or left jobs behind
                 session.handle_delivered = True
             else:
@@ -126,8 +132,9 @@ class WorkerService:
         found = self.table.find(handle)
         if found is None:
             raise ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {handle}")
+        pattern = request.wait_for
         if isinstance(found, Tombstone):
-            return tombstones.poll_result(found.final)
+            return tombstones.poll_result(found.final).waited(EXITED if pattern else None)
         session = found
         async with session.lock:
             session.last_used = time.monotonic()
@@ -136,14 +143,23 @@ class WorkerService:
             elif chars:
                 self._refuse_if_stopping()
                 typed_at = time.monotonic()
+                if pattern is not None:
+                    session.output.watch(pattern, after_typing=True)
                 if session.running:
                     await session.type(chars.encode("utf-8", "surrogatepass"))
-                await session.wait_poll(yield_ms / 1000, output_after=typed_at, call=call)
+                if pattern is None:
+                    await session.wait_poll(yield_ms / 1000, output_after=typed_at, call=call)
+                else:
+                    await session.wait_match(yield_ms / 1000, call)
+            elif pattern is not None:
+                session.output.watch(pattern)
+                await session.wait_match(yield_ms / 1000, call)
             else:
                 await session.wait_poll(yield_ms / 1000, call=call)
             if not session.running:
                 session.refresh_background()  # a poll reports the jobs still running now
-            result = session_result(session, session.output.take_delta())
+            wait = _wait_outcome(session, pattern, killed=kill)
+            result = session_result(session, session.output.take_delta()).waited(*wait)
             session.last_used = time.monotonic()
             return result
 
@@ -191,6 +207,7 @@ class WorkerService:
             spill_name=f"{time.strftime('%Y%m%dT%H%M%S')}-{handle}",
             inline_limit=self.limits.inline_output_chars,
             preview_chars=self.limits.preview_chars,
+            preview_head_chars=self.limits.preview_chars * self.limits.preview_head_percent // 100,
             file_cap_bytes=self.limits.spill_file_cap_bytes,
         )
         session = Session(
@@ -233,6 +250,20 @@ class WorkerService:
         # The next session's group is made while this command runs, not on its path.
         asyncio.get_running_loop().call_soon(groups.prepare)
         return spawned
+
+
+def _wait_outcome(
+    session: Session, pattern: WaitPattern | None, *, killed: bool = False
+) -> tuple[str | None, str | None]:
+    """What ended a call's wait_for (``wait``, ``matched_text``); (None, None) without one.
+    The watch stops here, before the delta is taken. A kill ignores the pattern: it ends
+    the command."""
+    watch = session.output.unwatch()
+    if pattern is None:
+        return None, None
+    if not killed and watch is not None and watch.matched is not None:
+        return MATCHED, watch.matched
+    return (YIELD if session.running and not killed else EXITED), None
 
 
 def _report_eviction(result: SessionResult, evicted: Session) -> SessionResult:

@@ -21,7 +21,7 @@ from zodex_protocol.limits import Limits
 from zodex_protocol.progress import ProgressNote
 from zodex_system import proctree
 from zodex_system.cgroups import Group
-from zodex_worker.call_waits import CallWait
+from zodex_worker.call_waits import CallWait, WaitCancelled
 from zodex_worker.output import SessionOutput
 from zodex_worker.pty_backend import Terminal
 from zodex_worker.reaper import Reaper
@@ -289,6 +289,9 @@ class Session:
         ticker = call.reporting(self.progress_note)
         try:
             yield
+        except WaitCancelled:
+            self.output.unwatch()  # a cancelled wait_for leaves no watch for the next call
+            raise
         finally:
             call.waiting_on(None)
             if ticker is not None:
@@ -296,6 +299,20 @@ class Session:
 
     def progress_note(self) -> ProgressNote:
         return ProgressNote(self.handle, self.wall_time_ms(), self.output.pending_chars)
+
+    async def wait_match(self, timeout: float, call: CallWait | None = None) -> None:
+        """docs/tools.md#waiting-for-output: the output matched its watch, or the command
+        ended, or the yield window passed. Checked each time output or the end wakes this
+        task (the readers set ``_changed``), never on a timer."""
+        deadline = time.monotonic() + timeout
+        with self._waiting(call):
+            while not self.output.check_watch() and self.running:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                await self._wait_changed(remaining)
+                if call is not None:
+                    call.raise_if_cancelled()
 
     async def _wait_changed(self, timeout: float) -> None:
         self._changed.clear()

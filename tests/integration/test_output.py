@@ -39,7 +39,7 @@ async def test_utf8_split_across_reads(genv: GatewayEnv, connect, tmp_path: Path
     assert r["output"] == "\U0001f600 é\n"
 
 
-async def test_large_delta_gives_tail_preview_and_spill_file(tmp_path: Path) -> None:
+async def test_large_delta_gives_head_and_tail_preview_and_spill_file(tmp_path: Path) -> None:
     with gateway_env() as genv:
         async with stdio_gateway(genv) as mcp:
             r = await mcp.exec("seq 1 20000", str(tmp_path))
@@ -47,9 +47,15 @@ async def test_large_delta_gives_tail_preview_and_spill_file(tmp_path: Path) -> 
         content = Path(r["output_file"]).read_text()
         modes = (Path(r["output_file"]).stat().st_mode, spill_dir.stat().st_mode)
     whole = "".join(f"{i}\n" for i in range(1, 20001))
-    lines = r["output"].split("\n", 1)
-    assert lines[0].startswith(f"[zodex] {len(whole) - 4000} characters omitted; showing the last 4000")
-    assert lines[1] == whole[-4000:]
+    head, rest = r["output"].split("\n[zodex] … ", 1)
+    marker, tail = rest.split("\n", 1)
+    assert whole.startswith(head + "\n") and len(head) < 1000  # whole lines, a quarter of 4000
+    assert whole.endswith(tail) and tail.startswith(str(20001 - tail.count("\n"))) and len(tail) <= 3000
+    omitted = whole.count("\n") - head.count("\n") - 1 - tail.count("\n")
+    assert (
+        marker
+        == f"{omitted:,} lines, {(len(whole) - len(head) - 1 - len(tail)) / 1000:.1f} kB omitted; the whole output is in {r['output_file']}"
+    )
     assert r["output_chars"] == len(whole)
     assert r["output_lines"] == 20000
     assert r["output_file_truncated"] is False
@@ -90,7 +96,8 @@ async def test_spill_cap_truncates_file_not_counts(tmp_path: Path) -> None:
     assert r["output_chars"] == len(whole)
     assert r["output_lines"] == 100000
     assert content == whole[:50_000]
-    assert r["output"].endswith(whole[-4000:])
+    assert r["output"].startswith("1\n2\n") and r["output"].endswith(whole[-2000:])
+    assert f"; the first 50000 bytes of the output is in {r['output_file']}\n" in r["output"]
 
 
 async def test_old_spill_files_are_removed_at_worker_start(tmp_path: Path) -> None:

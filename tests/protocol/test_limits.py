@@ -8,7 +8,7 @@ from zodex_protocol.limits import Limits
 def test_defaults_match_spec() -> None:
     limits = Limits()
     assert (limits.exec_yield_ms, limits.write_yield_ms) == (10_000, 10_000)
-    assert (limits.yield_min_ms, limits.yield_max_ms) == (50, 60_000)
+    assert (limits.yield_min_ms, limits.yield_max_ms) == (50, 30_000)
     assert limits.poll_settle_ms == 250
     assert (limits.timeout_ms, limits.timeout_min_ms, limits.timeout_max_ms) == (7_200_000, 1000, 7_200_000)
     assert (limits.kill_grace_ms, limits.drain_ms) == (5000, 200)
@@ -21,7 +21,7 @@ def test_clamps() -> None:
     limits = Limits()
     assert limits.clamp_yield(None, for_exec=True) == 10_000
     assert limits.clamp_yield(0, for_exec=False) == 50
-    assert limits.clamp_yield(10**9, for_exec=True) == 60_000
+    assert limits.clamp_yield(10**9, for_exec=True) == 30_000
     assert limits.clamp_timeout(None) == 7_200_000
     assert limits.clamp_timeout(1) == 1000
     assert limits.clamp_timeout(10**12) == 7_200_000

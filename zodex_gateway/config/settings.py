@@ -88,6 +88,7 @@ _BOUNDS: dict[str, _Bounds] = {
     "mcp.port": (1, 65535),
     "log.max-size": (64 * 1024, 1024**4),  # a smaller file would rotate on every few lines
     "log.keep": (1, 100),
+    "output.preview-head": (0, 100),  # a percentage; 0: a preview of the end alone
 }
 # String keys that take one of a few words.
 _CHOICES: dict[str, tuple[str, ...]] = {"mcp.token": ("per-start", "persistent")}
@@ -108,7 +109,8 @@ _LIMIT_KEYS = (  # name, kind, Limits field, description
     ("session.max-per-worker", "int", "sessions_per_worker", "live sessions per worker"),
     ("session.tombstone", "duration", "tombstone_s", "how long a finished session's result is kept"),
     ("output.inline-limit", "int", "inline_output_chars", "characters of output returned inline"),
-    ("output.preview", "int", "preview_chars", "characters of tail preview when output spills"),
+    ("output.preview", "int", "preview_chars", "characters of preview when output spills"),
+    ("output.preview-head", "int", "preview_head_percent", "percent of the preview taken from the output's start"),
     ("output.spill-cap", "size", "spill_file_cap_bytes", "largest spill file"),
     ("output.spill-max-age", "duration", "spill_max_age_s", "age at which spill files are removed"),
     ("worker.idle-exit", "duration", "idle_worker_exit_s", "a worker with no live session exits after"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from zodex_protocol.limits import Limits
+from zodex_protocol.wait_pattern import MAX_PATTERN_CHARS, OUTCOMES
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -23,6 +24,18 @@ _WORKDIR = {
     "description": "Absolute path of an existing directory to run in. Required on every call; "
     "no default and no ~ expansion.",
 }
+
+
+def _wait_for(what: str) -> dict[str, Any]:
+    return {
+        "type": "string",
+        "description": f"Regular expression (RE2 syntax, at most {MAX_PATTERN_CHARS} characters) to wait "
+        f"for in {what}, as cleaned of terminal escapes: the call returns as soon as it matches, the "
+        "command ends, or the yield passes; the result's wait says which (matched, exited, yield) and "
+        "matched_text shows the match. ^ and $ match at line starts and ends, and $ also at the end of "
+        "the output so far, so '\\$ $' or 'password: $' waits for a prompt; e.g. 'Listening on', "
+        "'BUILD (SUCCESSFUL|FAILED)'.",
+    }
 
 
 def exec_input(limits: Limits) -> dict[str, Any]:
@@ -44,6 +57,7 @@ def exec_input(limits: Limits) -> dict[str, Any]:
                 "description": "Wall-clock limit for the whole command (ms), enforced even if nobody "
                 f"polls. Default {limits.timeout_ms}, clamped to {limits.timeout_min_ms}..{limits.timeout_max_ms}.",
             },
+            "wait_for": _wait_for("the command's output"),
         },
         "required": ["cmd", "workdir"],
     }
@@ -71,6 +85,10 @@ def write_input(limits: Limits) -> dict[str, Any]:
                 "description": "Terminate the session's whole process group (chars is ignored). Returns once "
                 "the processes are gone.",
             },
+            "wait_for": _wait_for(
+                "output not returned yet (after typing: the output that follows what chars typed), "
+                "instead of returning once output goes quiet"
+            ),
         },
         "required": ["session_handle"],
     }
@@ -135,6 +153,16 @@ SESSION_RESULT: dict[str, Any] = {
         "exit_code": {"type": "integer", "description": "Exit status; -1 when ended by a signal."},
         "signal": {"type": "string", "description": "Signal that ended the command, e.g. SIGKILL."},
         "termination_reason": {"type": "string", "enum": ["exit", "timeout", "killed"]},
+        "wait": {
+            "type": "string",
+            "enum": list(OUTCOMES),
+            "description": "With wait_for: what ended the wait (the pattern matched, the command exited, "
+            "or the yield passed).",
+        },
+        "matched_text": {
+            "type": "string",
+            "description": "With wait: matched, the text that matched (at most 200 characters).",
+        },
         "output_file": {"type": "string", "description": "File holding the whole output once it grew large."},
         "output_chars": {"type": "integer", "description": "Characters in the whole output so far."},
         "output_lines": {"type": "integer", "description": "Lines in the whole output so far."},
@@ -168,12 +196,17 @@ SESSION_RESULT: dict[str, Any] = {
 EXEC_DESCRIPTION = (
     "Run a shell command in a fresh PTY (200x50) in the given absolute workdir. If it finishes "
     "within yield_time_ms the result comes back at once with its exit code; otherwise you get a "
-    "session_handle to poll, type into, or kill with write_stdin. Output is cleaned of terminal "
-    "escapes; long output is cut to a tail preview and saved whole to output_file."
+    "session_handle to poll, type into, or kill with write_stdin. To start a server or anything "
+    "that prints a line when it is ready, give wait_for (a regular expression such as "
+    "'Listening on'): the call returns the moment that text appears instead of waiting out the "
+    "yield. Output is cleaned of terminal escapes; long output is cut to its first and last "
+    "lines and saved whole to output_file."
 )
 WRITE_DESCRIPTION = (
     "Poll, type into, or kill a session started by exec_command. Each result carries only the "
-    "output produced since the previous result. Send \\u0003 to interrupt (Ctrl-C)."
+    "output produced since the previous result. Send \\u0003 to interrupt (Ctrl-C). To wait for "
+    "something specific (a prompt such as '\\$ $', 'BUILD (SUCCESSFUL|FAILED)'), give wait_for "
+    "instead of polling in a loop: the call returns as soon as it matches."
 )
 ALIAS_DESCRIPTION = (
     "Give this conversation a short label (2-7 words) so the person watching Zodex can tell "

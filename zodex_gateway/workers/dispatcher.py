@@ -16,6 +16,7 @@ from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.replies import Patched, SessionResult
 from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
+from zodex_protocol.wait_pattern import EXITED
 
 # A reply can take the longest yield, plus a kill's grace, plus slack for a busy machine.
 REQUEST_SLACK_S = 30.0
@@ -62,8 +63,8 @@ class ZmqDispatcher:
         request = WriteRequest.from_args(args, self.limits)
         handle = request.session_handle
         target = await self.supervisor.route_handle(handle)
-        if isinstance(target, SessionResult):
-            return target  # from the tombstone of an incarnation that exited cleanly
+        if isinstance(target, SessionResult):  # from the tombstone of an incarnation that exited cleanly
+            return target.waited(EXITED if request.wait_for is not None else None)
         lost = lost_message(handle, target.record.workdir)
         return SessionResult.from_body(
             await self._ask(target, messages.WRITE, request.to_body(), lost, progress)

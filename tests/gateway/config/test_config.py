@@ -179,7 +179,7 @@ def test_defaults_are_limits() -> None:
         ("session.exec-yield", "10s"),
         ("session.write-yield", "10s"),
         ("session.yield-min", "50ms"),
-        ("session.yield-max", "1min"),
+        ("session.yield-max", "30s"),
         ("session.poll-settle", "250ms"),
         ("session.timeout", "2h"),
         ("session.timeout-min", "1s"),

@@ -13,14 +13,14 @@ from zodex_protocol.limits import Limits
 
 DEFAULT_EXEC_YIELD = (
     "How long to wait before returning a session handle if the command is still running (ms). "
-    "Default 10000, clamped to 50..60000. Returns at once when it ends."
+    "Default 10000, clamped to 50..30000. Returns at once when it ends."
 )
 DEFAULT_TIMEOUT = (
     "Wall-clock limit for the whole command (ms), enforced even if nobody polls. "
     "Default 7200000, clamped to 1000..7200000."
 )
 DEFAULT_WRITE_YIELD = (
-    "How long to wait for more output or exit (ms). Default 10000, clamped to 50..60000. "
+    "How long to wait for more output or exit (ms). Default 10000, clamped to 50..30000. "
     "Returns early once new output has been quiet for 250 ms."
 )
 

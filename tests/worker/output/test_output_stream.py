@@ -1,4 +1,4 @@
-"""SessionOutput: decoding, deltas, tail previews, spill files, counts and bounded memory."""
+"""SessionOutput: decoding, deltas, head and tail previews, spill files, counts and bounded memory."""
 
 from __future__ import annotations
 
@@ -37,8 +37,19 @@ def numbered_lines(start: int, count: int) -> str:
     return "".join(f"line {i}\n" for i in range(start, start + count))
 
 
-def notice(omitted: int, shown: int, where: str) -> str:
-    return f"[zodex] {omitted} characters omitted; showing the last {shown}; {where}\n"
+def marker(lines: int, size: str, where: str) -> str:
+    """A preview's marker line (docs/output.md#deltas-and-previews)."""
+    return f"[zodex] … {lines:,} {'line' if lines == 1 else 'lines'}, {size} omitted; {where}\n"
+
+
+def last_whole_lines(text: str, chars: int) -> str:
+    """The last ``chars`` of ``text`` from the first line start among them."""
+    tail = text[len(text) - chars :]
+    return tail if text[len(text) - chars - 1] == "\n" else tail.split("\n", 1)[1]
+
+
+def marker_line(delta: str) -> str:
+    return next(line for line in delta.splitlines() if line.startswith("[zodex] … "))
 
 
 class TestDecoding:
@@ -119,33 +130,78 @@ class TestPreview:
         assert out.take_delta() == text
         assert spill_fields(out) is None
 
-    def test_long_delta_becomes_notice_and_exact_tail(self, out: SessionOutput, spill_dir: Path) -> None:
+    def test_long_delta_keeps_whole_first_and_last_lines(self, out: SessionOutput, spill_dir: Path) -> None:
         text = numbered_lines(0, 3000)
         for i in range(0, len(text), 1000):
             out.feed(text[i : i + 1000].encode())
         delta = out.take_delta()
-        path = spill_dir / "h1.log"
-        head = notice(len(text) - 4000, 4000, f"full output in {path}")
-        assert delta == head + text[-4000:]
+        # The most whole lines within a quarter of the 4000 characters, and within the rest.
+        head = text[: text[:1000].rfind("\n") + 1]
+        tail = last_whole_lines(text, 3000)
+        assert len(head) > 900 and len(tail) > 2900 and tail.startswith("line ")
+        lines = 3000 - head.count("\n") - tail.count("\n")
+        size = f"{(len(text) - len(head) - len(tail)) / 1000:.1f} kB"
+        where = f"the whole output is in {spill_dir / 'h1.log'}"
+        assert delta == head + marker(lines, size, where) + tail
         assert out.take_delta() == ""
+
+    def test_a_first_line_over_the_head_budget_is_cut(self, out: SessionOutput, spill_dir: Path) -> None:
+        rest = numbered_lines(0, 2000)
+        out.feed(("E" * 5000 + "\n" + rest).encode())
+        delta = out.take_delta()
+        # No line end in the head's budget: cut where the budget ends, the marker on a line of its own.
+        head, line, tail = delta.split("\n", 2)
+        assert head == "E" * 1000
+        assert tail == last_whole_lines(rest, 3000)
+        size = f"{(5001 + len(rest) - 1000 - len(tail)) / 1000:.1f} kB"
+        lines = 1 + 2000 - tail.count("\n")  # the long line's end, and the lines not shown
+        assert line + "\n" == marker(lines, size, f"the whole output is in {spill_dir / 'h1.log'}")
+
+    def test_a_last_line_over_the_tail_budget_is_cut(self, out: SessionOutput) -> None:
+        text = numbered_lines(0, 2000) + "T" * 5000  # the last line has no end yet
+        out.feed(text.encode())
+        delta = out.take_delta()
+        head = text[: text[:1000].rfind("\n") + 1]
+        assert delta.startswith(head + "[zodex] … ")
+        assert delta.endswith("\n" + "T" * 3000) and not delta.endswith("T" * 3001)
+        assert marker_line(delta).startswith(f"[zodex] … {2000 - head.count(chr(10)):,} lines, ")
 
     def test_later_small_deltas_are_inline_again(self, out: SessionOutput) -> None:
         out.feed(("y" * 20000 + "\n").encode())
-        assert out.take_delta().startswith("[zodex] 16001 characters omitted")
+        assert out.take_delta().startswith("y" * 1000 + "\n[zodex] … 0 lines, 16.0 kB omitted;")
         out.feed(b"small\n")
         assert out.take_delta() == "small\n"
 
     def test_preview_counts_the_partial_line(self, out: SessionOutput) -> None:
         out.feed(("z" * 17000).encode())
         delta = out.take_delta()
-        assert delta.startswith("[zodex] 13000 characters omitted; showing the last 4000;")
-        assert delta.endswith("\n" + "z" * 4000)
+        assert delta.startswith("z" * 1000 + "\n[zodex] … 0 lines, 13.0 kB omitted;")
+        assert delta.endswith("\n" + "z" * 3000)
+
+    def test_omitted_size_counts_utf8_bytes(self, out: SessionOutput) -> None:
+        out.feed(("é" * 17000).encode())  # two bytes each
+        assert "[zodex] … 0 lines, 26.0 kB omitted;" in out.take_delta()
 
     def test_custom_limits(self, spill_dir: Path) -> None:
         session = SessionOutput(spill_dir=spill_dir, spill_name="c", inline_limit=10, preview_chars=3)
-        session.feed(b"0123456789A\n")
-        assert session.take_delta() == notice(9, 3, f"full output in {spill_dir / 'c.log'}") + "9A\n"
+        session.feed(b"0123456789A\n")  # a quarter of 3 is no head at all
+        where = f"the whole output is in {spill_dir / 'c.log'}"
+        assert session.take_delta() == marker(0, "9 bytes", where) + "9A\n"
         session.close()
+
+    @pytest.mark.parametrize(
+        ("head", "starts", "ends"),
+        [(0, "[zodex] … ", "\n" + "line 1999\n"), (4000, "line 0\n", "[zodex] … ")],
+    )
+    def test_the_head_share_can_be_all_or_nothing(
+        self, spill_dir: Path, head: int, starts: str, ends: str
+    ) -> None:
+        session = SessionOutput(spill_dir=spill_dir, spill_name="s", preview_head_chars=head)
+        session.feed(numbered_lines(0, 2000).encode())
+        delta = session.take_delta()
+        session.close()
+        assert delta.startswith(starts)
+        assert delta.endswith(ends) or delta.splitlines()[-1].startswith(ends.strip())
 
     def test_invalid_limits_rejected(self, spill_dir: Path) -> None:
         with pytest.raises(ValueError):
@@ -210,7 +266,7 @@ class TestSpill:
         assert fields["output_chars"] == 30001
         assert fields["output_lines"] == 1
         assert (spill_dir / "cap.log").read_bytes() == ("é" * 500).encode()
-        assert delta.endswith("é" * 3999 + "\n")
+        assert delta.endswith("\n" + "é" * 2999 + "\n")
 
     def test_default_cap_is_16_mib(self, spill_dir: Path) -> None:
         session = SessionOutput(spill_dir=spill_dir, spill_name="big")
@@ -233,7 +289,13 @@ class TestSpill:
         session = SessionOutput(spill_dir=tmp_path / "file" / "spill", spill_name="h")
         session.feed(("w" * 20000).encode())
         delta = session.take_delta()
-        assert delta == notice(16000, 4000, "full output not saved (Not a directory)") + "w" * 4000
+        assert (
+            delta
+            == "w" * 1000
+            + "\n"
+            + marker(0, "16.0 kB", "the whole output was not saved (Not a directory)")
+            + "w" * 3000
+        )
         assert spill_fields(session) == {
             "output_chars": 20000,
             "output_lines": 1,
@@ -248,7 +310,7 @@ class TestSpill:
         (spill_dir / "h.log").write_text("someone else's")
         session = SessionOutput(spill_dir=spill_dir, spill_name="h")
         session.feed(("v" * 20000).encode())
-        assert "full output not saved" in session.take_delta()
+        assert "the whole output was not saved" in session.take_delta()
         assert (spill_dir / "h.log").read_text() == "someone else's"
         session.close()
 
@@ -295,12 +357,11 @@ def test_the_notice_of_a_capped_file_says_it_holds_the_first_part(spill_dir: Pat
     fields = spill_fields(session)
     assert fields is not None and fields["output_file_truncated"] is True
     path = spill_dir / "capped.log"
-    assert delta.splitlines()[0] == (
-        f"[zodex] {200_000 - 4000} characters omitted; showing the last 4000; "
-        f"the first 64 KiB of the output in {path}"
+    assert marker_line(delta) == (
+        f"[zodex] … 1,960 lines, 196.0 kB omitted; the first 64 KiB of the output is in {path}"
     )
     assert path.stat().st_size == 64 * 1024
-    assert "full output" not in delta
+    assert "whole output" not in delta
 
 
 def test_the_notice_before_the_cap_still_says_full_output(spill_dir: Path) -> None:
@@ -308,4 +369,4 @@ def test_the_notice_before_the_cap_still_says_full_output(spill_dir: Path) -> No
     session.feed(("x" * 99 + "\n").encode() * 200)
     delta = session.take_delta()
     session.close()
-    assert delta.splitlines()[0].endswith(f"; full output in {spill_dir / 'uncapped.log'}")
+    assert marker_line(delta).endswith(f"; the whole output is in {spill_dir / 'uncapped.log'}")
