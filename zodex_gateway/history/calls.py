@@ -4,28 +4,21 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 from zodex_gateway.history import sessions
 from zodex_gateway.history.codec import dump_json, utf8_size
 from zodex_gateway.history.ids import new_invocation_id
-from zodex_gateway.history.records import ERROR, INCOMPLETE, OK, PENDING, FileChange
+from zodex_gateway.history.records import ERROR, INCOMPLETE, OK, PENDING, CallOutcome, CallStart, FileChange
 from zodex_gateway.history.schema import INVOCATION_OVERHEAD, ROW_OVERHEAD
 
 _ID_ATTEMPTS: Final = 64  # ids rarely collide; a pathological clock should fail, not spin
 
 
-def insert(
-    conn: sqlite3.Connection,
-    *,
-    now: float,
-    agent_id: str | None,
-    tool_name: str,
-    args: dict[str, Any],
-    declared_workdir: str | None,
-    real_workdir: str | None,
-    session_handle: str | None,
-) -> str:
+def insert(conn: sqlite3.Connection, now: float, call: CallStart) -> str:
+    agent_id, tool_name, args = call["agent_id"], call["tool_name"], call["args"]
+    declared_workdir, real_workdir = call["declared_workdir"], call["real_workdir"]
+    session_handle = call.get("session_handle")
     if agent_id is not None:
         # A call is the agent being seen: callers need not write agent_for() every time.
         conn.execute("UPDATE agents SET last_seen = MAX(last_seen, ?) WHERE agent_id = ?", (now, agent_id))
@@ -68,17 +61,9 @@ def insert(
     raise sqlite3.IntegrityError("no free invocation id found")
 
 
-def finish(
-    conn: sqlite3.Connection,
-    invocation_id: str,
-    *,
-    now: float,
-    ok: bool,
-    result: Any,
-    error: str | None,
-    session_handle: str | None,
-    files: Sequence[FileChange],
-) -> None:
+def finish(conn: sqlite3.Connection, invocation_id: str, now: float, outcome: CallOutcome) -> None:
+    ok, result, error = outcome["ok"], outcome["result"], outcome.get("error")
+    session_handle = outcome.get("session_handle")
     row = conn.execute(
         "SELECT agent_id, started_at, session_handle, status FROM invocations WHERE id = ?", (invocation_id,)
     ).fetchone()
@@ -92,7 +77,7 @@ def finish(
         handle = session_handle
         sessions.claim(conn, handle, agent_id=agent_id, invocation_id=invocation_id)
         added += utf8_size(handle)
-    _insert_files(conn, invocation_id, files)
+    _insert_files(conn, invocation_id, outcome.get("files", ()))
     conn.execute(
         "UPDATE invocations SET status = ?, duration_ms = ?, result = ?, error = ?, session_handle = ?,"
         " incomplete_reason = NULL, size = size + ? WHERE id = ?",

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import zmq
 
 from zodex_gateway.history import HistoryStore, HistoryUnavailable
+from zodex_gateway.history.records import ProcessEnd, ProcessStart
 from zodex_gateway.redaction import SECRETS, OutputRedactor, SecretRegistry
 from zodex_protocol import messages
 from zodex_protocol.envelope import WireCodec
@@ -308,24 +309,19 @@ class EventCapture:
                 self._append_output(output)
                 output = []
             if isinstance(event, ProcessStarted):
-                self._store.process_started(
-                    handle,
-                    pid=event.pid,
-                    cmd=event.cmd,
-                    cwd=event.cwd,
-                    started_at=event.started_at,
-                    invocation_id=event.tag,
-                )
+                start = ProcessStart(pid=event.pid, cmd=event.cmd, cwd=event.cwd, started_at=event.started_at)
+                start["invocation_id"] = event.tag
+                self._store.process_started(handle, **start)
             elif isinstance(event, ProcessEnded):
                 if event.output_events != self._last_seq.pop(handle, 0):
                     self._store.mark_output_incomplete(handle, GAP_REASON)
-                self._store.process_ended(
-                    handle,
+                end = ProcessEnd(
                     exit_code=event.exit_code,
                     signal=event.signal,
                     reason=event.reason,
                     ended_at=event.ended_at,
                 )
+                self._store.process_ended(handle, **end)
         if output:
             self._append_output(output)
 

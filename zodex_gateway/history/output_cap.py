@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from zodex_gateway.history.chunks import ChunkWriter, Piece, cut_start
 from zodex_gateway.history.records import OUTPUT_TRIMMED
 from zodex_gateway.history.schema import ROW_OVERHEAD
 
@@ -47,25 +48,27 @@ class _Session:
     # Its calls were trimmed while it ran and none refers to it since: nothing is stored.
     unclaimed: bool = False
     cut_grew: bool = False
+    dropped: bool = False  # chunks were deleted: segments may have emptied
 
 
-def append(conn: sqlite3.Connection, rows: Sequence[tuple[str, str, int]], cap: int | None) -> None:
-    """Store ``(handle, text, UTF-8 size)`` rows in order, keeping each session within
-    ``cap`` bytes (None: no cap). Called in a write transaction."""
+def append(writer: ChunkWriter, pieces: Sequence[Piece], cap: int | None) -> None:
+    """Store ``pieces`` in order, keeping each session within ``cap`` bytes (None: no
+    cap). Called in a write transaction."""
+    conn = writer.conn
     sessions: dict[str, _Session] = {}
-    for handle, text, size in rows:
-        session = sessions.get(handle)
+    for piece in pieces:
+        session = sessions.get(piece.handle)
         if session is None:
-            session = sessions[handle] = _load(conn, handle)
+            session = sessions[piece.handle] = _load(conn, piece.handle)
         if session.unclaimed:
             continue
         if cap is None:
-            _insert(conn, session, text, size)
+            _insert(writer, session, piece)
         else:
-            _add(conn, session, text, size, cap)
+            _add(writer, session, piece, cap)
     for session in sessions.values():
         if not session.unclaimed:
-            _save(conn, session, cap)
+            _save(writer, session, cap)
 
 
 def _load(conn: sqlite3.Connection, handle: str) -> _Session:
@@ -88,64 +91,67 @@ def _referred_to(conn: sqlite3.Connection, handle: str) -> bool:
     return found.fetchone() is not None
 
 
-def _insert(conn: sqlite3.Connection, session: _Session, text: str, size: int) -> None:
-    conn.execute(
-        "INSERT INTO output_chunks (handle, seq, text, size) VALUES (?, ?, ?, ?)",
-        (session.handle, session.next_seq, text, size),
-    )
+def _insert(writer: ChunkWriter, session: _Session, piece: Piece) -> None:
+    writer.insert(session.handle, session.next_seq, piece)
     session.next_seq += 1
-    session.stored += size
+    session.stored += piece.size
 
 
-def _add(conn: sqlite3.Connection, session: _Session, text: str, size: int, cap: int) -> None:
+def _add(writer: ChunkWriter, session: _Session, piece: Piece, cap: int) -> None:
     head, tail = head_and_tail(cap)
+    text, size = piece.text, piece.size
     if session.marker_seq is None:
         room = head - (session.stored + session.cut)
         if size <= room:
-            _insert(conn, session, text, size)
+            _insert(writer, session, piece)
             return
         if room > 0:
             first = _first_bytes(text, room)
-            _insert(conn, session, first, _utf8(first))
+            _insert(writer, session, Piece(session.handle, first, _utf8(first), None))
             text = text[len(first) :]
             size = _utf8(text)
         session.marker_seq = session.next_seq  # the head is full: the marker's slot
         session.next_seq += 1
         if not text:
             return
+        piece = Piece(session.handle, text, size, None)
     if size > tail:
         # This piece alone fills the tail: everything older in the tail goes.
         kept = _last_bytes(text, tail)
         kept_size = _utf8(kept)
         _note_cut(session, size - kept_size)
-        text, size = kept, kept_size
-        _drop_oldest_tail(conn, session, session.stored)
-    _insert(conn, session, text, size)
+        piece = Piece(session.handle, kept, kept_size, None)
+        _drop_oldest_tail(writer, session, session.stored)
+    _insert(writer, session, piece)
     if session.stored > cap:
-        _drop_oldest_tail(conn, session, session.stored - cap)
+        _drop_oldest_tail(writer, session, session.stored - cap)
 
 
-def _drop_oldest_tail(conn: sqlite3.Connection, session: _Session, excess: int) -> None:
+def _drop_oldest_tail(writer: ChunkWriter, session: _Session, excess: int) -> None:
     """Remove ``excess`` bytes from the start of the tail (the chunks after the marker)."""
+    conn = writer.conn
+    session.dropped = True
     while excess > 0:
         rows = conn.execute(
-            "SELECT seq, text, size FROM output_chunks WHERE handle = ? AND seq > ? ORDER BY seq LIMIT ?",
+            "SELECT seq, text, size, segment, frame_at, frame_bytes FROM output_chunks"
+            " WHERE handle = ? AND seq > ? ORDER BY seq LIMIT ?",
             (session.handle, session.marker_seq, _TRIM_ROWS),
         ).fetchall()
         if not rows:
             return
-        for seq, text, size in rows:
-            if size <= excess:
+        for seq, *row in rows:
+            size = int(row[1])
+            kept = cut_start(writer.files, row, excess) if size > excess else 0
+            kept_size = _utf8(kept) if isinstance(kept, str) else kept
+            if kept_size == 0:
                 conn.execute("DELETE FROM output_chunks WHERE handle = ? AND seq = ?", (session.handle, seq))
-                dropped = int(size)
             else:
-                kept = _last_bytes(text, int(size) - excess)
-                kept_size = _utf8(kept)
+                text = kept if isinstance(kept, str) else row[0]
                 conn.execute(
                     "UPDATE output_chunks SET text = ?, size = ? WHERE handle = ? AND seq = ?",
-                    (kept, kept_size, session.handle, seq),
+                    (text, kept_size, session.handle, seq),
                 )
-                dropped = int(size) - kept_size
+            dropped = size - kept_size
             session.stored -= dropped
             _note_cut(session, dropped)
             excess -= dropped
@@ -159,7 +165,8 @@ def _note_cut(session: _Session, dropped: int) -> None:
         session.cut_grew = True
 
 
-def _save(conn: sqlite3.Connection, session: _Session, cap: int | None) -> None:
+def _save(writer: ChunkWriter, session: _Session, cap: int | None) -> None:
+    conn = writer.conn
     conn.execute(
         "INSERT INTO processes (handle, output_bytes, output_cut, output_marker_seq, size) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT (handle) DO UPDATE SET output_bytes = excluded.output_bytes,"
@@ -172,6 +179,8 @@ def _save(conn: sqlite3.Connection, session: _Session, cap: int | None) -> None:
             "INSERT OR REPLACE INTO output_chunks (handle, seq, text, size) VALUES (?, ?, ?, ?)",
             (session.handle, session.marker_seq, text, _utf8(text)),
         )
+    if session.dropped:
+        writer.drop_unused(session.handle)
 
 
 def _utf8(text: str) -> int:

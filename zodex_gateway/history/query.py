@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final, TypedDict, Unpack
@@ -10,10 +11,9 @@ from zodex_gateway.history.codec import load_json
 from zodex_gateway.history.ids import NO_AGENT
 from zodex_gateway.history.records import FileChange, Invocation
 
-_COLUMNS: Final = (
-    "id, agent_id, tool_name, args, declared_workdir, real_workdir, status, started_at, duration_ms,"
-    " result, error, session_handle, handle_creator, cross_agent, incomplete_reason"
-)
+# The columns are named as the record's fields.
+_FIELDS: Final = tuple(field.name for field in dataclasses.fields(Invocation) if field.name != "files")
+_COLUMNS: Final = ", ".join(_FIELDS)
 # Stays well under SQLite's limit on bound parameters.
 _IDS_PER_QUERY: Final = 500
 
@@ -103,23 +103,11 @@ def _file_changes(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tup
 
 
 def _invocation(row: Sequence[Any], files: tuple[FileChange, ...]) -> Invocation:
-    (inv_id, agent_id, tool_name, args, declared, real, status, started_at, duration_ms) = row[:9]
-    (result, error, handle, creator, cross, reason) = row[9:]
-    return Invocation(
-        id=inv_id,
-        agent_id=agent_id,
-        tool_name=tool_name,
-        args=load_json(args),
-        declared_workdir=declared,
-        real_workdir=real,
-        status=status,
-        started_at=float(started_at),
-        duration_ms=None if duration_ms is None else int(duration_ms),
-        result=load_json(result),
-        error=error,
-        session_handle=handle,
-        handle_creator=creator,
-        cross_agent=bool(cross),
-        incomplete_reason=reason,
-        files=files,
-    )
+    found = dict(zip(_FIELDS, row, strict=True))
+    for name in ("args", "result"):
+        found[name] = load_json(found[name])
+    found["started_at"] = float(found["started_at"])
+    if found["duration_ms"] is not None:
+        found["duration_ms"] = int(found["duration_ms"])
+    found["cross_agent"] = bool(found["cross_agent"])
+    return Invocation(**found, files=files)

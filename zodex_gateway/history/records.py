@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NotRequired, TypedDict
 
 PENDING: Final = "pending"
 OK: Final = "ok"
@@ -49,6 +50,42 @@ class FileChange:
     added: int
     removed: int
     diff: tuple[str, ...]
+
+
+class CallStart(TypedDict):
+    """A call as recorded before it runs (:meth:`HistoryStore.begin`)."""
+
+    agent_id: str | None
+    tool_name: str
+    args: dict[str, Any]
+    declared_workdir: str | None
+    real_workdir: str | None
+    session_handle: NotRequired[str | None]  # write_stdin: the session it targets
+
+
+class CallOutcome(TypedDict):
+    """A call's outcome (:meth:`HistoryStore.complete`)."""
+
+    ok: bool
+    result: Any
+    error: NotRequired[str | None]
+    session_handle: NotRequired[str | None]  # exec_command: the session it created
+    files: NotRequired[Sequence[FileChange]]
+
+
+class ProcessStart(TypedDict):
+    pid: int
+    cmd: str
+    cwd: str
+    started_at: float
+    invocation_id: NotRequired[str | None]  # the exec call that started it, when the worker echoes it
+
+
+class ProcessEnd(TypedDict):
+    exit_code: int
+    signal: str | None
+    reason: str
+    ended_at: float
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Trimming history: whole invocations, oldest first; the newest and pending ones are kept.
 
 Two limits (docs/history.md#retention): an age, applied at start and hourly, and a size,
-the bytes on disk, enforced as history is written (:mod:`.size_limit`). Rows carry ``size``
+the bytes on disk (the database, its WAL and the output segments), enforced as history is
+written (:mod:`.size_limit`). A session's output goes with its rows: chunks, and segment
+files (removed by the caller once the deletion is committed). Rows carry ``size``
 (stored UTF-8 bytes plus a per-row allowance, see :mod:`.schema`): the size trim deletes
 until these add up to the excess, then the caller gives the freed pages back and measures
 the file again.
@@ -29,7 +31,8 @@ def stored_bytes(conn: sqlite3.Connection) -> int:
         "SELECT (SELECT COALESCE(SUM(size), 0) FROM invocations)"
         " + (SELECT COALESCE(SUM(size), 0) FROM file_changes)"
         " + (SELECT COALESCE(SUM(size), 0) FROM processes)"
-        " + (SELECT COALESCE(SUM(size), 0) FROM output_chunks)"
+        " + (SELECT COALESCE(SUM(size), 0) FROM output_chunks WHERE segment IS NULL)"
+        " + (SELECT COALESCE(SUM(file_bytes), 0) FROM output_segments)"
     ).fetchone()
     return int(row[0])
 
@@ -39,8 +42,9 @@ def _newest(conn: sqlite3.Connection) -> int:
     return -1 if newest is None else int(newest[0])
 
 
-def age_step(conn: sqlite3.Connection, *, max_age_s: float, now: float, budget: int) -> int:
+def age_step(conn: sqlite3.Connection, dead: list[int], *, max_age_s: float, now: float, budget: int) -> int:
     """Delete at most ``budget`` invocations older than ``max_age_s``; returns how many.
+    ``dead`` gets the output segments to remove once this commits (as in every step here).
 
     Called in a write transaction; the caller commits between steps so a large trim never
     holds the write lock for long."""
@@ -48,13 +52,13 @@ def age_step(conn: sqlite3.Connection, *, max_age_s: float, now: float, budget: 
         _CANDIDATES.format(extra="AND started_at < ?"), (_newest(conn), PENDING, now - max_age_s, budget)
     ).fetchall()
     for seq, inv_id, handle, size in too_old:
-        _delete_invocation(conn, seq, inv_id, handle, size)
+        _delete_invocation(conn, dead, seq, inv_id, handle, size)
     if len(too_old) < budget:
-        drop_orphan_sessions(conn, now)
+        drop_orphan_sessions(conn, dead, now)
     return len(too_old)
 
 
-def size_step(conn: sqlite3.Connection, *, excess: int, budget: int) -> int:
+def size_step(conn: sqlite3.Connection, dead: list[int], *, excess: int, budget: int) -> int:
     """Delete the oldest invocations whose rows add up to ``excess`` bytes, at most
     ``budget`` of them; returns how many (0: only the newest and pending ones are left)."""
     rows = conn.execute(_CANDIDATES.format(extra=""), (_newest(conn), PENDING, budget)).fetchall()
@@ -63,7 +67,7 @@ def size_step(conn: sqlite3.Connection, *, excess: int, budget: int) -> int:
     for seq, inv_id, handle, size in rows:
         if freed >= excess:
             break
-        freed += _delete_invocation(conn, seq, inv_id, handle, size)
+        freed += _delete_invocation(conn, dead, seq, inv_id, handle, size)
         deleted += 1
     return deleted
 
@@ -78,7 +82,9 @@ def trim_marker(conn: sqlite3.Connection) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def _delete_invocation(conn: sqlite3.Connection, seq: int, inv_id: str, handle: str | None, size: int) -> int:
+def _delete_invocation(
+    conn: sqlite3.Connection, dead: list[int], seq: int, inv_id: str, handle: str | None, size: int
+) -> int:
     """Remove one invocation, its file evidence, and its session once nothing refers to
     it; returns the bytes freed."""
     freed = int(size)
@@ -89,17 +95,24 @@ def _delete_invocation(conn: sqlite3.Connection, seq: int, inv_id: str, handle: 
     if handle is not None:
         still_used = conn.execute("SELECT 1 FROM invocations WHERE session_handle = ? LIMIT 1", (handle,))
         if still_used.fetchone() is None:
-            freed += _drop_session(conn, handle)
+            freed += _drop_session(conn, dead, handle)
     return freed
 
 
-def _drop_session(conn: sqlite3.Connection, handle: str) -> int:
+def _drop_session(conn: sqlite3.Connection, dead: list[int], handle: str) -> int:
     """Remove a session's output, and its row once the process ended. A process still
     running keeps its row, marked: what it prints next is not stored while no call refers
     to it (output_cap), where a new row would hold output nothing could ever trim."""
-    chunks = conn.execute("SELECT COALESCE(SUM(size), 0) FROM output_chunks WHERE handle = ?", (handle,))
+    chunks = conn.execute(
+        "SELECT COALESCE(SUM(size), 0) FROM output_chunks WHERE handle = ? AND segment IS NULL", (handle,)
+    )
     freed = int(chunks.fetchone()[0])
     conn.execute("DELETE FROM output_chunks WHERE handle = ?", (handle,))
+    for segment, file_bytes in conn.execute(
+        "DELETE FROM output_segments WHERE handle = ? RETURNING id, file_bytes", (handle,)
+    ).fetchall():
+        dead.append(int(segment))
+        freed += int(file_bytes)
     running = conn.execute(
         "UPDATE processes SET output_bytes = 0, output_cut = 0, output_marker_seq = NULL,"
         " output_complete = 0, output_incomplete_reason = ? WHERE handle = ? AND ended_at IS NULL",
@@ -112,7 +125,7 @@ def _drop_session(conn: sqlite3.Connection, handle: str) -> int:
     return freed
 
 
-def drop_orphan_sessions(conn: sqlite3.Connection, now: float) -> None:
+def drop_orphan_sessions(conn: sqlite3.Connection, dead: list[int], now: float) -> None:
     """Sessions no invocation refers to, e.g. a command whose exec call was never
     completed and was then trimmed, or events that arrived for a call already removed."""
     orphans = conn.execute(
@@ -121,4 +134,4 @@ def drop_orphan_sessions(conn: sqlite3.Connection, now: float) -> None:
         (now - ORPHAN_GRACE_S,),
     ).fetchall()
     for (handle,) in orphans:
-        _drop_session(conn, handle)
+        _drop_session(conn, dead, handle)

@@ -5,7 +5,8 @@ per-row allowance for SQLite's record and index overhead. The size limit itself 
 bytes on disk (:mod:`.size_limit`); these sums estimate what deleting rows frees.
 
 Version 2 adds each session's output counters for the per-command output cap
-(:mod:`.output_cap`).
+(:mod:`.output_cap`). Version 3 stores new output in segment files (:mod:`.segments`):
+``output_segments`` names them, and a chunk row gives the frame that holds its text.
 """
 
 from __future__ import annotations
@@ -110,11 +111,26 @@ UPDATE processes SET output_bytes =
     (SELECT COALESCE(SUM(size), 0) FROM output_chunks AS c WHERE c.handle = processes.handle)
 """
 
-HISTORY_SCHEMA: Final = 2
+_V3: Final = """
+CREATE TABLE output_segments (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,   -- never reused: the file is output/<id>.zst
+    handle     TEXT NOT NULL,
+    text_bytes INTEGER NOT NULL,                    -- UTF-8 bytes its frames hold
+    file_bytes INTEGER NOT NULL                     -- its committed length
+);
+CREATE INDEX output_segments_handle ON output_segments (handle, id);
+ALTER TABLE output_chunks ADD COLUMN segment INTEGER;        -- NULL: the text is in the row
+ALTER TABLE output_chunks ADD COLUMN frame_at INTEGER;
+ALTER TABLE output_chunks ADD COLUMN frame_bytes INTEGER;
+CREATE INDEX output_chunks_segment ON output_chunks (segment) WHERE segment IS NOT NULL
+"""
+
+HISTORY_SCHEMA: Final = 3
 
 _MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {
     1: lambda conn: _run_script(conn, _V1),
     2: lambda conn: _run_script(conn, _V2),
+    3: lambda conn: _run_script(conn, _V3),
 }
 
 

@@ -1,4 +1,5 @@
-"""Sessions in history: who created each handle, its process lifecycle, its raw output.
+"""Sessions in history: who created each handle, and its process lifecycle (its output:
+:mod:`.chunks`).
 
 Rows are keyed by handle and written by upsert, because the worker's events (started,
 output, ended) and the exec call's completion (which names the creator) arrive in any
@@ -8,18 +9,12 @@ order.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from zodex_gateway.history.codec import storable_text, utf8_size
-from zodex_gateway.history.records import OUTPUT_LOST, PROCESS_LOST
+from zodex_gateway.history.codec import utf8_size
+from zodex_gateway.history.records import OUTPUT_LOST, PROCESS_LOST, ProcessEnd, ProcessStart
 from zodex_gateway.history.schema import ROW_OVERHEAD
-
-# Output pieces of one handle that arrive together are stored as one row, up to this
-# many characters: far fewer rows than events, and small enough that cutting the start of
-# a capped command's tail rewrites little (see output_cap).
-MAX_CHUNK_CHARS: Final = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -47,18 +42,11 @@ def claim(conn: sqlite3.Connection, handle: str, *, agent_id: str | None, invoca
     )
 
 
-def started(
-    conn: sqlite3.Connection,
-    handle: str,
-    *,
-    pid: int,
-    cmd: str,
-    cwd: str,
-    started_at: float,
-    invocation_id: str | None = None,
-) -> None:
+def started(conn: sqlite3.Connection, handle: str, start: ProcessStart) -> None:
     """With ``invocation_id`` (the exec call, echoed by the worker), the creator is known
     from the start, before that call returns the handle."""
+    pid, cmd, cwd, started_at = start["pid"], start["cmd"], start["cwd"], start["started_at"]
+    invocation_id = start.get("invocation_id")
     size = ROW_OVERHEAD + utf8_size(cmd) + utf8_size(cwd)
     conn.execute(
         "INSERT INTO processes (handle, pid, cmd, cwd, started_at, size) VALUES (?, ?, ?, ?, ?, ?)"
@@ -74,15 +62,13 @@ def started(
             claim(conn, handle, agent_id=row[0], invocation_id=invocation_id)
 
 
-def ended(
-    conn: sqlite3.Connection, handle: str, *, exit_code: int, signal: str | None, reason: str, ended_at: float
-) -> None:
+def ended(conn: sqlite3.Connection, handle: str, end: ProcessEnd) -> None:
     # Also overwrites a "lost" ending written by a runtime that opened the file meanwhile.
     conn.execute(
         "INSERT INTO processes (handle, ended_at, exit_code, signal, reason, size) VALUES (?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (handle) DO UPDATE SET ended_at = excluded.ended_at, exit_code = excluded.exit_code,"
         " signal = excluded.signal, reason = excluded.reason",
-        (handle, ended_at, exit_code, signal, reason, ROW_OVERHEAD),
+        (handle, end["ended_at"], end["exit_code"], end["signal"], end["reason"], ROW_OVERHEAD),
     )
 
 
@@ -103,30 +89,6 @@ def end_running_as_lost(conn: sqlite3.Connection, now: float) -> None:
     )
 
 
-def merge_output(batch: Sequence[tuple[str, str]]) -> list[tuple[str, str, int]]:
-    """(handle, text, UTF-8 size) rows: consecutive pieces of one handle joined."""
-    rows: list[tuple[str, str, int]] = []
-    handle: str | None = None
-    parts: list[str] = []
-    length = 0
-
-    def flush() -> None:
-        if handle is not None and parts:
-            text, size = storable_text("".join(parts))
-            rows.append((handle, text, size))
-
-    for piece_handle, text in batch:
-        if not text:
-            continue
-        if piece_handle != handle or length + len(text) > MAX_CHUNK_CHARS:
-            flush()
-            handle, parts, length = piece_handle, [], 0
-        parts.append(text)
-        length += len(text)
-    flush()
-    return rows
-
-
 def mark_incomplete(conn: sqlite3.Connection, handle: str, reason: str) -> None:
     conn.execute(
         "INSERT INTO processes (handle, output_complete, output_incomplete_reason, size) VALUES (?, 0, ?, ?)"
@@ -134,33 +96,6 @@ def mark_incomplete(conn: sqlite3.Connection, handle: str, reason: str) -> None:
         " output_incomplete_reason = COALESCE(output_incomplete_reason, excluded.output_incomplete_reason)",
         (handle, reason, ROW_OVERHEAD),
     )
-
-
-def output(conn: sqlite3.Connection, handle: str) -> tuple[str, bool]:
-    text = "".join(
-        row[0]
-        for row in conn.execute("SELECT text FROM output_chunks WHERE handle = ? ORDER BY seq", (handle,))
-    )
-    row = conn.execute("SELECT output_complete FROM processes WHERE handle = ?", (handle,)).fetchone()
-    return text, row is None or bool(row[0])
-
-
-def output_tail(conn: sqlite3.Connection, handle: str, max_chars: int) -> tuple[str, bool]:
-    """At least the last ``max_chars`` characters of the output (whole stored chunks, newest
-    last), and whether anything older was left out. Reads only the chunks it needs."""
-    parts: list[str] = []
-    length = 0
-    cut = False
-    for (text,) in conn.execute(
-        "SELECT text FROM output_chunks WHERE handle = ? ORDER BY seq DESC", (handle,)
-    ):
-        if length >= max_chars:
-            cut = True
-            break
-        parts.append(text)
-        length += len(text)
-    parts.reverse()
-    return "".join(parts), cut
 
 
 def changed_since(conn: sqlite3.Connection, since: float) -> list[str]:

@@ -11,6 +11,8 @@ from typing import Final
 
 log = logging.getLogger("zodex.gateway")
 
+SEGMENTS_DIR: Final = "output"  # beside the database: command output (segments.py)
+
 DB_NAME: Final = "history.sqlite3"
 SIDECARS: Final = ("-wal", "-shm")
 DIR_MODE: Final = 0o700
@@ -148,7 +150,8 @@ def disk_bytes(files: tuple[str, ...]) -> int:
 
 
 def clear_history(directory: Path) -> int:
-    """Delete the history database with its WAL and shared-memory files; how many were removed.
+    """Delete the history database with its WAL and shared-memory files, and the output
+    segments; how many files were removed.
 
     Only for a store nobody has open (`zodex local history clear` refuses while Local runs).
     """
@@ -158,4 +161,10 @@ def clear_history(directory: Path) -> int:
         if path.exists():
             path.unlink()
             removed += 1
+    segments = directory / SEGMENTS_DIR
+    if segments.is_dir() and not segments.is_symlink():
+        for path in segments.iterdir():
+            path.unlink()
+            removed += 1
+        segments.rmdir()
     return removed

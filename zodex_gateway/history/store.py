@@ -1,47 +1,42 @@
-"""The durable record of every tool call: one SQLite file in WAL mode, one connection.
+"""The durable record of every tool call: calls and metadata in one SQLite file (WAL, one
+connection, :mod:`.database`), command output in segment files beside it (:mod:`.segments`).
 
-Methods are plain synchronous calls, each one small transaction. A lock makes the store
-safe to share with the thread that writes output batches. Writes start with
-``BEGIN IMMEDIATE`` so that two processes sharing the file queue on the busy timeout
-instead of failing to upgrade a read lock.
+Methods are plain synchronous calls, each one small transaction, safe to share with the
+thread that writes output batches.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, Unpack
+from typing import Any, Final, Unpack
 
 from zodex_gateway.history import agents as agent_rows
-from zodex_gateway.history import calls, output_cap, retention, sessions
+from zodex_gateway.history import calls, chunks, output_cap, retention, sessions
+from zodex_gateway.history.chunks import ChunkWriter
+from zodex_gateway.history.database import Database, SizeCheck, one_line
 from zodex_gateway.history.query import InvocationFilter, select_invocations
 from zodex_gateway.history.records import (
     INCOMPLETE,
     PENDING,
     RUNTIME_STOPPED,
     AgentRecord,
-    FileChange,
+    CallOutcome,
+    CallStart,
     HistoryUnavailable,
     Invocation,
+    ProcessEnd,
+    ProcessStart,
 )
-from zodex_gateway.history.reserve import RESERVE_NAME, SpaceReserve, is_disk_full
+from zodex_gateway.history.reserve import RESERVE_NAME, SpaceReserve
 from zodex_gateway.history.schema import HISTORY_SCHEMA, migrate
+from zodex_gateway.history.segments import SegmentFiles
 from zodex_gateway.history.size_limit import SizeLimit
-from zodex_gateway.history.storage import (
-    checkpoint,
-    connect,
-    counted_files,
-    disk_bytes,
-    is_incremental,
-    make_incremental,
-    vacuum_step,
-)
+from zodex_gateway.history.storage import counted_files, disk_bytes, is_incremental, make_incremental
 
 log = logging.getLogger("zodex.gateway")
 
@@ -49,14 +44,6 @@ DEFAULT_BUSY_TIMEOUT_S: Final = 5.0
 # Invocations per transaction while trimming: deleting a call with megabytes of output
 # takes a few ms, and calls being recorded wait for the write lock meanwhile.
 RETENTION_BATCH: Final = 64
-
-# After a write: wake the trimming thread if over the size limit, trim at once (the
-# output capture's thread), or nothing (the trim's own deletions).
-SizeCheck = Literal["wake", "enforce", "none"]
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 class HistoryStore:
@@ -80,38 +67,39 @@ class HistoryStore:
         written (:mod:`.size_limit`); ``output_cap_bytes``: the most output stored per
         command (:mod:`.output_cap`). Raises :class:`HistoryUnavailable`.
         """
-        self._lock = threading.Lock()
         self._clock = clock
         self._reserve = SpaceReserve(directory / RESERVE_NAME)
-        self._directory = directory
         self._counted = counted_files(directory)
-        self._busy_timeout_ms = round(busy_timeout_s * 1000)
         self._output_cap = output_cap_bytes
         self._limit = SizeLimit(self, max_bytes)
+        self._db = Database(
+            directory, busy_timeout_s=busy_timeout_s, reserve=self._reserve, after_write=self._check_size
+        )
         try:
-            self._conn: sqlite3.Connection | None = connect(directory, busy_timeout_s=busy_timeout_s)
-        except (OSError, sqlite3.Error) as exc:
-            raise HistoryUnavailable(_one_line(f"history cannot open {directory}: {exc}")) from exc
+            self._files = SegmentFiles(directory)
+        except BaseException:
+            self._db.close()
+            raise
         try:
-            with self._read("history cannot read its schema: {error}") as conn:
+            with self._db.read("history cannot read its schema: {error}") as conn:
                 version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             if version != HISTORY_SCHEMA:
-                with self._write("history cannot prepare its database: {error}") as conn:
+                with self._db.write("history cannot prepare its database: {error}") as conn:
                     migrate(conn)
             if recover:
                 self._recover()
                 self._reserve.ensure()  # the owner keeps room to complete calls on a full disk
                 self._switch_to_incremental_vacuum()
+            else:
+                self._files.count()
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
         self._limit.close()
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        self._db.close()
+        self._files.close()
 
     def __enter__(self) -> HistoryStore:
         return self
@@ -121,68 +109,27 @@ class HistoryStore:
     ) -> None:
         self.close()
 
-    # -- transactions ---------------------------------------------------------------
-
-    @contextmanager
-    def _write(self, failure: str, size_check: SizeCheck = "wake") -> Iterator[sqlite3.Connection]:
-        """One write transaction; any SQLite error becomes HistoryUnavailable(``failure``
-        with ``{error}`` filled in). Once committed, the size limit is checked."""
-        with self._lock, self._transaction("BEGIN IMMEDIATE", failure) as conn:
-            yield conn
+    def _check_size(self, size_check: SizeCheck) -> None:
         if size_check == "wake":
             self._limit.wrote()
         elif size_check == "enforce":
             self._limit.enforce()
 
-    @contextmanager
-    def _read(self, failure: str) -> Iterator[sqlite3.Connection]:
-        # A read transaction: several SELECTs see one snapshot.
-        with self._lock, self._transaction("BEGIN", failure) as conn:
-            yield conn
-
-    @contextmanager
-    def _transaction(self, begin: str, failure: str) -> Iterator[sqlite3.Connection]:
-        conn = self._conn
-        if conn is None:
-            raise HistoryUnavailable(failure.replace("{error}", "history is closed"), "history is closed")
-        try:
-            conn.execute(begin)
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass  # the original error is the one worth reporting
-                raise
-        except sqlite3.Error as exc:
-            cause = _one_line(str(exc))
-            raise HistoryUnavailable(_one_line(failure.replace("{error}", cause)), cause) from exc
-
-    def _essential(self, write: Callable[[], None]) -> None:
-        """A write that must not be lost to a full disk: if the disk is full, give up the
-        reserved space and try once more (docs/history.md#recording)."""
-        try:
-            write()
-        except HistoryUnavailable as exc:
-            if not is_disk_full(exc.__cause__) or not self._reserve.release():
-                raise
-            log.warning("history: the disk is full; using the space kept for completing calls")
-            write()
-
     def _recover(self) -> None:
         now = self._clock()
-        with self._read("history cannot be read: {error}") as conn:
+        with self._db.read() as conn:
             pending = conn.execute(
                 "SELECT 1 FROM invocations WHERE status = ? LIMIT 1", (PENDING,)
             ).fetchone()
             running = sessions.any_running(conn)
-        if pending is None and not running:
-            return  # the usual case: no write lock taken just to open
         try:
-            with self._write("history cannot close calls left by a stopped runtime: {error}") as conn:
+            # Under the write lock: no other process is between an append and its commit.
+            with self._db.write("history cannot tidy its output files: {error}", "none") as conn:
+                lengths = conn.execute("SELECT id, file_bytes FROM output_segments").fetchall()
+                self._files.reconcile({int(segment): int(length) for segment, length in lengths})
+            if pending is None and not running:
+                return
+            with self._db.write("history cannot close calls left by a stopped runtime: {error}") as conn:
                 conn.execute(
                     "UPDATE invocations SET status = ?, incomplete_reason = ? WHERE status = ?",
                     (INCOMPLETE, RUNTIME_STOPPED, PENDING),
@@ -190,6 +137,7 @@ class HistoryStore:
                 sessions.end_running_as_lost(conn, now)
         except HistoryUnavailable as exc:
             log.warning("%s", exc)  # a read-only history still opens for reading
+            self._files.count()
 
     # -- agents (docs/agents.md#identity) -----------------------------------------------------------
 
@@ -197,21 +145,21 @@ class HistoryStore:
         """The agent of an identity key, created on first sight; updates ``last_seen``.
         Concurrent first calls, from this process or another, agree on one agent."""
         now = self._clock()
-        with self._write("history cannot record the calling agent: {error}") as conn:
+        with self._db.write("history cannot record the calling agent: {error}") as conn:
             return agent_rows.get_or_create(conn, identity_key, now)
 
     def agent(self, agent_id: str) -> AgentRecord | None:
-        with self._read("history cannot be read: {error}") as conn:
+        with self._db.read() as conn:
             return agent_rows.by_id(conn, agent_id)
 
     def agents(self) -> list[AgentRecord]:
-        with self._read("history cannot be read: {error}") as conn:
+        with self._db.read() as conn:
             return agent_rows.every(conn)
 
     def set_alias(self, agent_id: str, alias: str | None) -> AgentRecord:
         """Last write wins; ``None`` or ``""`` clears. Validation is the caller's (docs/tools.md#set_agent_alias).
         Raises KeyError for an unknown agent."""
-        with self._write("history cannot store the alias: {error}") as conn:
+        with self._db.write("history cannot store the alias: {error}") as conn:
             record = agent_rows.set_alias(conn, agent_id, alias)
         if record is None:
             raise KeyError(agent_id)
@@ -219,69 +167,29 @@ class HistoryStore:
 
     # -- invocations ----------------------------------------------------------------
 
-    def begin(
-        self,
-        *,
-        agent_id: str | None,
-        tool_name: str,
-        args: dict[str, Any],
-        declared_workdir: str | None,
-        real_workdir: str | None,
-        session_handle: str | None = None,
-    ) -> str:
+    def begin(self, **call: Unpack[CallStart]) -> str:
         """Record a call before its side effect; returns its id. With ``session_handle``
         (write_stdin) the session's creator is looked up and compared with the caller.
         Raises HistoryUnavailable, and then the call must not run."""
         now = self._clock()
-        with self._write("history cannot record this call (disk full?): {error}; nothing was run") as conn:
-            invocation = calls.insert(
-                conn,
-                now=now,
-                agent_id=agent_id,
-                tool_name=tool_name,
-                args=args,
-                declared_workdir=declared_workdir,
-                real_workdir=real_workdir,
-                session_handle=session_handle,
-            )
+        with self._db.write("history cannot record this call (disk full?): {error}; nothing was run") as conn:
+            invocation = calls.insert(conn, now, call)
         self._reserve.ensure()  # made again once a full disk has room
         return invocation
 
-    def complete(
-        self,
-        invocation_id: str,
-        *,
-        ok: bool,
-        result: Any,
-        error: str | None = None,
-        session_handle: str | None = None,
-        files: Sequence[FileChange] = (),
-    ) -> None:
+    def complete(self, invocation_id: str, **outcome: Unpack[CallOutcome]) -> None:
         """Record the outcome. ``session_handle`` is the handle an exec_command created:
         it makes this call's agent the session's creator. A call already completed, or
         removed meanwhile (retention, clear), is left alone; one that a reopening marked
         incomplete while it was in fact still running is completed normally."""
         now = self._clock()
-
-        def write() -> None:
-            with self._write(f"history cannot complete call {invocation_id}: " + "{error}") as conn:
-                calls.finish(
-                    conn,
-                    invocation_id,
-                    now=now,
-                    ok=ok,
-                    result=result,
-                    error=error,
-                    session_handle=session_handle,
-                    files=files,
-                )
-
-        self._essential(write)
+        failure = f"history cannot complete call {invocation_id}: " + "{error}"
+        self._db.essential(failure, lambda conn: calls.finish(conn, invocation_id, now, outcome))
 
     def invocations(self, **match: Unpack[InvocationFilter]) -> list[Invocation]:
         """Matching invocations, newest last; ``workdir`` matches declared or real. See
         :func:`select_invocations` for ``before`` and ``since_or_pending``."""
-        with self._read("history cannot be read: {error}") as conn:
+        with self._db.read() as conn:
             return select_invocations(conn, **match)
 
     def invocation(self, invocation_id: str) -> Invocation | None:
@@ -290,14 +198,14 @@ class HistoryStore:
 
     def counts(self) -> tuple[int, int]:
         """(agents, invocations) stored."""
-        with self._read("history cannot be read: {error}") as conn:
+        with self._db.read() as conn:
             agents = int(conn.execute("SELECT COUNT(*) FROM agents").fetchone()[0])
             invocations = int(conn.execute("SELECT COUNT(*) FROM invocations").fetchone()[0])
         return agents, invocations
 
     def agent_workdirs(self, agent_id: str) -> list[str]:
         """The real workdirs an agent has used, most recently used first."""
-        with self._read("history cannot be read: {error}") as conn:
+        with self._db.read() as conn:
             rows = conn.execute(
                 "SELECT real_workdir FROM invocations WHERE agent_id = ? AND real_workdir IS NOT NULL"
                 " GROUP BY real_workdir ORDER BY MAX(started_at) DESC",
@@ -307,115 +215,108 @@ class HistoryStore:
 
     def running_by_agent(self, agent_id: str | None = None) -> dict[str, int]:
         """Running processes per creating agent."""
-        with self._read("history cannot be read: {error}") as conn:
+        with self._db.read() as conn:
             return sessions.running_by_agent(conn, agent_id)
 
     def processes_changed_since(self, since: float) -> list[str]:
         """Handles of processes running now or ended at or after ``since``."""
-        with self._read("history cannot be read: {error}") as conn:
+        with self._db.read() as conn:
             return sessions.changed_since(conn, since)
 
     # -- processes and output (from the workers' event streams) ------------------------
 
-    def process_started(
-        self,
-        handle: str,
-        *,
-        pid: int,
-        cmd: str,
-        cwd: str,
-        started_at: float,
-        invocation_id: str | None = None,
-    ) -> None:
+    def process_started(self, handle: str, **start: Unpack[ProcessStart]) -> None:
         """``invocation_id``: the exec call that started it, when the worker echoes it."""
+        failure = "history cannot record a process start: {error}"
+        self._db.essential(failure, lambda conn: sessions.started(conn, handle, start))
 
-        def write() -> None:
-            with self._write("history cannot record a process start: {error}") as conn:
-                sessions.started(
-                    conn,
-                    handle,
-                    pid=pid,
-                    cmd=cmd,
-                    cwd=cwd,
-                    started_at=started_at,
-                    invocation_id=invocation_id,
-                )
-
-        self._essential(write)
-
-    def process_ended(
-        self, handle: str, *, exit_code: int, signal: str | None, reason: str, ended_at: float
-    ) -> None:
-        def write() -> None:
-            with self._write("history cannot record a process end: {error}") as conn:
-                sessions.ended(
-                    conn, handle, exit_code=exit_code, signal=signal, reason=reason, ended_at=ended_at
-                )
-
-        self._essential(write)
+    def process_ended(self, handle: str, **end: Unpack[ProcessEnd]) -> None:
+        failure = "history cannot record a process end: {error}"
+        self._db.essential(failure, lambda conn: sessions.ended(conn, handle, end))
 
     def append_output(self, batch: Sequence[tuple[str, str]]) -> None:
-        """Store ``(handle, raw text)`` pieces, in arrival order, in one transaction.
-        Refused while the space kept for completing calls is spent (a full disk)."""
+        """Store ``(handle, raw text)`` pieces, in arrival order, in one transaction: each
+        chunk's frame appended to its segment file, then its row. Refused while the space
+        kept for completing calls is spent (a full disk)."""
         if self._reserve.spent:
             raise HistoryUnavailable(
                 "history cannot store command output: the disk is full", cause="the disk is full"
             )
-        rows = sessions.merge_output(batch)
-        if not rows:
+        pieces = chunks.merge_output(batch)  # compressed here, before taking the lock
+        if not pieces:
             return
-        with self._write("history cannot store command output: {error}", "enforce") as conn:
-            output_cap.append(conn, rows, self._output_cap)
+        committed = False
+        writer: ChunkWriter | None = None
+        try:
+            with self._db.write("history cannot store command output: {error}", "enforce") as conn:
+                writer = ChunkWriter(conn, self._files)
+                output_cap.append(writer, pieces, self._output_cap)
+                writer.save()
+                committed = True
+        except OSError as exc:
+            cause = one_line(exc.strerror or str(exc))
+            raise HistoryUnavailable(f"history cannot store command output: {cause}", cause) from exc
+        finally:
+            if writer is not None:
+                writer.close(committed)
 
     def mark_output_incomplete(self, handle: str, reason: str) -> None:
         """The capture of this session missed output; the first reason given is kept."""
-
-        def write() -> None:
-            with self._write("history cannot record an output gap: {error}") as conn:
-                sessions.mark_incomplete(conn, handle, reason)
-
-        self._essential(write)
+        failure = "history cannot record an output gap: {error}"
+        self._db.essential(failure, lambda conn: sessions.mark_incomplete(conn, handle, reason))
 
     def output(self, handle: str) -> tuple[str, bool]:
-        """The session's full raw output and whether it was captured completely."""
-        with self._read("history cannot be read: {error}") as conn:
-            return sessions.output(conn, handle)
+        """The session's full raw output and whether it was captured (and is still stored)
+        completely."""
+        with self._db.read() as conn:
+            return chunks.output(conn, self._files, handle)
 
     def output_tail(self, handle: str, max_chars: int) -> tuple[str, bool]:
         """At least the last ``max_chars`` raw characters, and whether older ones were left out."""
-        with self._read("history cannot be read: {error}") as conn:
-            return sessions.output_tail(conn, handle, max_chars)
+        with self._db.read() as conn:
+            return chunks.output_tail(conn, self._files, handle, max_chars)
 
     def process(self, handle: str) -> dict[str, Any] | None:
-        with self._read("history cannot be read: {error}") as conn:
+        with self._db.read() as conn:
             return sessions.process(conn, handle)
 
     # -- retention and size ------------------------------------------------------------
 
     def stored_bytes(self) -> int:
         """The stored bytes plus per-row allowances: what deleting everything would free."""
-        with self._read("history cannot be read: {error}") as conn:
+        with self._db.read() as conn:
             return retention.stored_bytes(conn)
 
     def apply_retention(self, *, max_age_s: float, max_bytes: int, now: float | None = None) -> int:
-        """Delete whole invocations, oldest first, until none is older than ``max_age_s``
-        and the history takes at most ``max_bytes`` on disk (database plus WAL); the newest
-        and pending ones are always kept. Returns how many were deleted. Works in
-        batches, releasing the write lock in between, and ends with the WAL checkpointed
-        and truncated and the freed pages given back."""
+        """Delete whole invocations with their output, oldest first, until none is older
+        than ``max_age_s`` and the history takes at most ``max_bytes`` on disk; the newest
+        and pending ones are always kept. Returns how many were deleted. Works in batches,
+        releasing the write lock in between, and ends with the WAL checkpointed and
+        truncated and the freed pages given back."""
         when = self._clock() if now is None else now
         deleted = 0
         while True:
-            with self._write("history cannot remove old records: {error}", "none") as conn:
-                count = retention.age_step(conn, max_age_s=max_age_s, now=when, budget=RETENTION_BATCH)
+            count = self._trim_step(
+                lambda conn, dead: retention.age_step(
+                    conn, dead, max_age_s=max_age_s, now=when, budget=RETENTION_BATCH
+                )
+            )
             deleted += count
             if count < RETENTION_BATCH:
                 break
         return deleted + self._limit.enforce(max_bytes)
 
+    def _trim_step(self, step: Callable[[sqlite3.Connection, list[int]], int]) -> int:
+        """One transaction of deletions; the segments it emptied are removed once it commits."""
+        dead: list[int] = []
+        with self._db.write("history cannot remove old records: {error}", "none") as conn:
+            count = step(conn, dead)
+        self._files.remove(dead)
+        return count
+
     def disk_bytes(self) -> int:
-        """Bytes the history takes on disk: the database file and its WAL."""
-        return disk_bytes(self._counted)
+        """Bytes the history takes on disk: the database file, its WAL, the output segments."""
+        return disk_bytes(self._counted) + self._files.disk_bytes
 
     def compact(self) -> tuple[bool, int]:
         """Give free pages back to the file system, in steps, and checkpoint the WAL,
@@ -423,46 +324,38 @@ class HistoryStore:
         another process's reader holds it; pages stay free in a file without incremental
         vacuum."""
         while True:
-            with self._lock:
-                conn = self._conn
-                if conn is None:
-                    raise HistoryUnavailable("history is closed", "history is closed")
-                try:
-                    freed, free = vacuum_step(conn)
-                    truncated = checkpoint(conn, busy_timeout_ms=self._busy_timeout_ms)
-                except sqlite3.Error as exc:
-                    cause = _one_line(str(exc))
-                    raise HistoryUnavailable(f"history cannot compact itself: {cause}", cause) from exc
+            freed, truncated, free = self._db.compact_step()
             if not truncated or not freed or not free:
                 return truncated, free
 
     def trim_marker(self) -> tuple[int, int]:
-        with self._read("history cannot be read: {error}") as conn:
+        with self._db.read() as conn:
             return retention.trim_marker(conn)
 
     def trim_oldest(self, excess: int) -> int:
         """Delete the oldest invocations (never the newest or a pending one) whose rows
         add up to ``excess`` bytes, at most one batch; returns how many."""
-        with self._write("history cannot remove old records: {error}", "none") as conn:
-            return retention.size_step(conn, excess=excess, budget=RETENTION_BATCH)
+        return self._trim_step(
+            lambda conn, dead: retention.size_step(conn, dead, excess=excess, budget=RETENTION_BATCH)
+        )
 
     def _switch_to_incremental_vacuum(self) -> None:
         """A file made before incremental vacuum keeps freed pages forever: switch it once,
         after trimming it (VACUUM then has less to copy). If that fails (VACUUM needs as
         much free disk again), freed pages are still reused, and the next start retries."""
-        with self._lock:
-            if self._conn is None or is_incremental(self._conn):
+        with self._db.lock:
+            if self._db.conn is None or is_incremental(self._db.conn):
                 return
         self._limit.enforce()
-        with self._lock:
+        with self._db.lock:
             # Closed by another thread since the first look: mypy cannot know it changes.
-            if self._conn is None:
+            if self._db.conn is None:
                 return  # type: ignore[unreachable]
             before = disk_bytes(self._counted)
             try:
-                make_incremental(self._conn)
+                make_incremental(self._db.conn)
             except sqlite3.Error as exc:
-                log.warning("history cannot switch to incremental vacuum: %s", _one_line(str(exc)))
+                log.warning("history cannot switch to incremental vacuum: %s", one_line(str(exc)))
                 return
         log.info(
             "history switched to incremental vacuum (%d bytes before, %d after)", before, self.disk_bytes()

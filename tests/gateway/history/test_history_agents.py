@@ -68,8 +68,9 @@ def test_identity_keys_never_reach_the_files(history_dir: Path) -> None:
     with HistoryStore(history_dir) as store:
         agent = store.agent_for(SECRET_KEY)
         store.set_alias(agent.agent_id, "Rindle implementation")
-        files = sorted(history_dir.iterdir())
+        files = sorted(p for p in history_dir.iterdir() if p.is_file())
         assert len(files) == 4  # the database, its WAL and shared memory, all open; the reserve
+        assert list((history_dir / "output").iterdir()) == []  # no output yet
         for path in files:
             assert b"SECRET" not in path.read_bytes(), path.name
     assert SECRET_KEY not in repr(agent)

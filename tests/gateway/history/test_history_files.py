@@ -16,6 +16,7 @@ import pytest
 from tests.gateway.history.history_support import raw_db
 from zodex_gateway.history import DB_NAME, HISTORY_SCHEMA, HistoryStore, HistoryUnavailable
 from zodex_gateway.history.reserve import RESERVE_NAME
+from zodex_gateway.history.storage import SEGMENTS_DIR
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
 REFUSAL_PREFIX = "history cannot record this call (disk full?): "
@@ -43,11 +44,15 @@ def test_directory_is_0700_and_files_0600_whatever_the_umask(history_dir: Path, 
     try:
         with HistoryStore(history_dir) as store:
             _begin(store)  # the -wal and -shm files exist while the store is open
+            store.append_output([("h1", "some output")])
             files = sorted(p.name for p in history_dir.iterdir())
-            assert files == [RESERVE_NAME, DB_NAME, f"{DB_NAME}-shm", f"{DB_NAME}-wal"]
-            assert _mode(history_dir) == 0o700
-            for name in files:
+            assert files == [RESERVE_NAME, DB_NAME, f"{DB_NAME}-shm", f"{DB_NAME}-wal", SEGMENTS_DIR]
+            assert _mode(history_dir) == _mode(history_dir / SEGMENTS_DIR) == 0o700
+            for name in files[:-1]:
                 assert _mode(history_dir / name) == 0o600, name
+            (segment,) = (history_dir / SEGMENTS_DIR).iterdir()
+            assert segment.name == "1.zst" and _mode(segment) == 0o600
+            assert segment.stat().st_uid == os.geteuid()
     finally:
         os.umask(old)
 
@@ -142,7 +147,7 @@ def test_full_disk_refuses_the_call_and_records_nothing(store: HistoryStore) -> 
     done = _begin(store)
     # A page cap is SQLite's own way to run out of space (as root, permission bits
     # would not stop a write); it applies to this store's connection only.
-    conn = store._conn
+    conn = store._db.conn
     assert conn is not None
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages}")

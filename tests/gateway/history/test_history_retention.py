@@ -93,11 +93,16 @@ def test_a_session_goes_with_the_last_call_that_refers_to_it(
     assert store.output("h1-x") == ("o" * 50_000, True)
     assert store.process("h1-x") is not None
 
-    before = store.stored_bytes()
+    (segment,) = (history_dir / "output").iterdir()  # the output, compressed
+    segment_bytes = segment.stat().st_size
+    before, on_disk = store.stored_bytes(), store.disk_bytes()
     assert store.apply_retention(max_age_s=DAY, max_bytes=10**9) == 1
     assert store.output("h1-x") == ("", True)
     assert store.process("h1-x") is None
-    assert before - store.stored_bytes() > 50_000
+    assert not segment.exists(), "the segment file goes with the session's rows"
+    assert before - store.stored_bytes() >= segment_bytes
+    assert on_disk - store.disk_bytes() >= segment_bytes
+    assert count_rows(history_dir, "output_segments") == 0
     assert count_rows(history_dir, "output_chunks") == 0
 
 

@@ -23,8 +23,12 @@ def test_output_batches_are_kept_in_arrival_order(store: HistoryStore) -> None:
 def test_consecutive_pieces_of_a_handle_share_a_row(store: HistoryStore, history_dir: Path) -> None:
     store.append_output([("h1", "a"), ("h1", "b"), ("h2", "x"), ("h1", "c")])
     with raw_db(history_dir) as conn:
-        rows = conn.execute("SELECT handle, seq, text FROM output_chunks ORDER BY handle, seq").fetchall()
-    assert rows == [("h1", 0, "ab"), ("h1", 1, "c"), ("h2", 0, "x")]
+        rows = conn.execute(
+            "SELECT c.handle, seq, size, s.handle FROM output_chunks AS c"
+            " JOIN output_segments AS s ON s.id = c.segment ORDER BY c.handle, seq"
+        ).fetchall()
+    assert rows == [("h1", 0, 2, "h1"), ("h1", 1, 1, "h1"), ("h2", 0, 1, "h2")]
+    assert store.output("h1") == ("abc", True)
 
 
 def test_lone_surrogates_in_output_become_replacement_characters(store: HistoryStore) -> None:

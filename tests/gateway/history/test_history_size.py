@@ -1,9 +1,12 @@
 """History's size: at most the output cap per command, and the size limit (bytes on disk,
-database plus WAL) kept as history is written, scaled down to a few megabytes."""
+database plus WAL plus output segments) kept as history is written, scaled down to a few
+megabytes."""
 
 from __future__ import annotations
 
+import base64
 import logging
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
@@ -24,12 +27,13 @@ BATCH = 256 * KIB  # the output capture's batch: the most a write may overshoot 
 
 
 def numbered_stream(total: int) -> str:
-    """Distinct lines, so any cut or reordering shows."""
+    """Distinct lines, so any cut or reordering shows; random enough that compressing the
+    output (segments.py) saves little, as with real output that fills a disk."""
     lines = []
     size = 0
     n = 0
     while size < total:
-        line = f"line {n:08d} " + "x" * 40 + "\r\n"
+        line = f"line {n:08d} " + base64.b64encode(os.urandom(30)).decode() + "\r\n"
         lines.append(line)
         size += len(line)
         n += 1
@@ -271,7 +275,7 @@ def test_an_older_history_is_migrated_and_stays_readable(history_dir: Path, cloc
         assert store.output("h-old") == ("o" * 2_000_000, True)
         assert [inv.id for inv in store.invocations()] == ["old1"]
         with raw_db(history_dir) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == HISTORY_SCHEMA == 2
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == HISTORY_SCHEMA == 3
             assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
             assert conn.execute("SELECT output_bytes FROM processes").fetchone()[0] == 2_000_000
         exec_call(store, agent_id=None)

@@ -1,0 +1,225 @@
+"""A session's stored output: ``output_chunks`` rows whose text lies in segment files.
+
+A row with ``segment`` NULL holds its text itself (the output cap's marker, and output a
+schema-2 history stored); any other row names the zstd frame that holds it. A row's
+``size`` is the UTF-8 bytes it stands for: the frame's content, less the start the output
+cap dropped (:func:`cut_start`), so a row always reads as the last ``size`` bytes of its
+frame.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from zodex_gateway.history.codec import storable_text
+from zodex_gateway.history.segments import SEGMENT_TEXT_BYTES, SegmentFiles, compress
+
+# Output pieces of one handle that arrive together are stored as one row, up to this
+# many characters: far fewer rows than events, and small enough that cutting the start of
+# a capped command's tail rewrites little (see output_cap).
+MAX_CHUNK_CHARS: Final = 64 * 1024
+
+_ROW: Final = "SELECT text, size, segment, frame_at, frame_bytes FROM output_chunks WHERE handle = ?"
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Output ready to store: text, its UTF-8 size, and its frame (compressed ahead, off the
+    store's lock; None once the cap cut the text)."""
+
+    handle: str
+    text: str
+    size: int
+    frame: bytes | None
+
+
+def merge_output(batch: Sequence[tuple[str, str]]) -> list[Piece]:
+    """Consecutive pieces of one handle joined, up to :data:`MAX_CHUNK_CHARS`, compressed."""
+    pieces: list[Piece] = []
+    handle: str | None = None
+    parts: list[str] = []
+    length = 0
+
+    def flush() -> None:
+        if handle is not None and parts:
+            text, _ = storable_text("".join(parts))
+            data = text.encode("utf-8")
+            pieces.append(Piece(handle, text, len(data), compress(data)))
+
+    for piece_handle, text in batch:
+        if not text:
+            continue
+        if piece_handle != handle or length + len(text) > MAX_CHUNK_CHARS:
+            flush()
+            handle, parts, length = piece_handle, [], 0
+        parts.append(text)
+        length += len(text)
+    flush()
+    return pieces
+
+
+@dataclass
+class _Segment:
+    id: int
+    fd: int
+    length: int  # now
+    committed: int  # when this transaction opened it (0 for a new one)
+    text_bytes: int
+    new: bool
+
+
+@dataclass
+class ChunkWriter:
+    """One write transaction's output: frames appended to segments, rows inserted. Once the
+    transaction ends, :meth:`close` keeps the appends (committed) or cuts them off."""
+
+    conn: sqlite3.Connection
+    files: SegmentFiles
+    dead: list[int] = field(default_factory=list)  # segments to remove once committed
+    _open: dict[str, _Segment] = field(default_factory=dict)
+    _done: list[_Segment] = field(default_factory=list)
+
+    def insert(self, handle: str, seq: int, piece: Piece) -> None:
+        frame = piece.frame
+        if frame is None:
+            frame = compress(piece.text.encode("utf-8"))
+        segment = self._segment(handle)
+        at = segment.length
+        self.files.append(segment.fd, frame)
+        segment.length += len(frame)
+        segment.text_bytes += piece.size
+        self.conn.execute(
+            "INSERT INTO output_chunks (handle, seq, text, size, segment, frame_at, frame_bytes)"
+            " VALUES (?, ?, '', ?, ?, ?, ?)",
+            (handle, seq, piece.size, segment.id, at, len(frame)),
+        )
+
+    def _segment(self, handle: str) -> _Segment:
+        segment = self._open.get(handle)
+        if segment is not None and segment.text_bytes < SEGMENT_TEXT_BYTES:
+            return segment
+        if segment is not None:
+            self._save(segment)
+            segment = None
+        else:
+            row = self.conn.execute(
+                "SELECT id, text_bytes, file_bytes FROM output_segments WHERE handle = ? ORDER BY id DESC LIMIT 1",
+                (handle,),
+            ).fetchone()
+            if row is not None and int(row[1]) < SEGMENT_TEXT_BYTES:
+                fd, length = self.files.open_for_append(int(row[0]), new=False)
+                segment = _Segment(int(row[0]), fd, length, int(row[2]), int(row[1]), new=False)
+                if length != segment.committed:
+                    self.files.truncate(fd, segment.committed)  # what a failed append left
+                    segment.length = segment.committed
+        if segment is None:
+            cursor = self.conn.execute(
+                "INSERT INTO output_segments (handle, text_bytes, file_bytes) VALUES (?, 0, 0)", (handle,)
+            )
+            assert cursor.lastrowid is not None
+            fd, _ = self.files.open_for_append(cursor.lastrowid, new=True)
+            segment = _Segment(cursor.lastrowid, fd, 0, 0, 0, new=True)
+        self._open[handle] = segment
+        return segment
+
+    def _save(self, segment: _Segment) -> None:
+        self.conn.execute(
+            "UPDATE output_segments SET text_bytes = ?, file_bytes = ? WHERE id = ?",
+            (segment.text_bytes, segment.length, segment.id),
+        )
+        self._done.append(segment)
+
+    def drop_unused(self, handle: str) -> None:
+        """After chunks of ``handle`` were deleted: its segments no chunk needs any more."""
+        current = self._open.get(handle)
+        rows = self.conn.execute(
+            "DELETE FROM output_segments WHERE handle = ? AND id != ? AND NOT EXISTS"
+            " (SELECT 1 FROM output_chunks WHERE segment = output_segments.id) RETURNING id",
+            (handle, -1 if current is None else current.id),
+        ).fetchall()
+        self.dead += [int(row[0]) for row in rows]
+
+    def save(self) -> None:
+        """Within the transaction, before it commits: the segments' new lengths."""
+        for segment in list(self._open.values()):
+            self._save(segment)
+        self._open.clear()
+
+    def close(self, committed: bool) -> None:
+        self._done += self._open.values()  # none left once saved; all, if the write failed
+        self._open.clear()
+        for segment in self._done:
+            with contextlib.suppress(OSError):
+                if not committed:
+                    self.files.truncate(segment.fd, segment.committed)
+                os.close(segment.fd)
+            if not committed and segment.new:
+                self.files.remove([segment.id])
+        self._done.clear()
+        if committed:
+            self.files.remove(self.dead)
+
+
+def cut_start(files: SegmentFiles, row: Any, excess: int) -> str | int:
+    """A chunk less its first ``excess`` bytes (never splitting a character): the new text
+    of a row holding its own, the new size of one in a segment."""
+    text, size, segment, at, length = row
+    if segment is None:
+        return text.encode("utf-8")[excess - size :].decode("utf-8", "ignore") if excess < size else ""
+    data = files.read(segment, at, length)
+    if data is None:
+        return 0
+    kept = data[len(data) - size + excess :]
+    while kept and kept[0] & 0xC0 == 0x80:  # a continuation byte: that character goes too
+        kept = kept[1:]
+    return len(kept)
+
+
+def _text(files: SegmentFiles, row: Any) -> str | None:
+    text, size, segment, at, length = row
+    if segment is None:
+        return str(text)
+    data = files.read(segment, at, length)
+    if data is None or len(data) < size:
+        return None
+    try:
+        return data[len(data) - size :].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def output(conn: sqlite3.Connection, files: SegmentFiles, handle: str) -> tuple[str, bool]:
+    """The session's stored text, and whether it is complete (captured whole, and every
+    chunk still readable)."""
+    parts: list[str] = []
+    readable = True
+    for row in conn.execute(_ROW + " ORDER BY seq", (handle,)):
+        text = _text(files, row)
+        readable = readable and text is not None
+        parts.append(text or "")
+    found = conn.execute("SELECT output_complete FROM processes WHERE handle = ?", (handle,)).fetchone()
+    return "".join(parts), readable and (found is None or bool(found[0]))
+
+
+def output_tail(
+    conn: sqlite3.Connection, files: SegmentFiles, handle: str, max_chars: int
+) -> tuple[str, bool]:
+    """At least the last ``max_chars`` characters of the output (whole stored chunks, newest
+    last), and whether anything older was left out. Reads only the chunks it needs."""
+    parts: list[str] = []
+    length = 0
+    cut = False
+    for row in conn.execute(_ROW + " ORDER BY seq DESC", (handle,)):
+        if length >= max_chars:
+            cut = True
+            break
+        text = _text(files, row) or ""
+        parts.append(text)
+        length += len(text)
+    parts.reverse()
+    return "".join(parts), cut

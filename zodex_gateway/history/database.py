@@ -1,0 +1,121 @@
+"""The history's one SQLite connection, shared by threads under a lock.
+
+Every use is one short transaction. Writes start with ``BEGIN IMMEDIATE`` so that two
+processes sharing the file queue on the busy timeout instead of failing to upgrade a read
+lock. Any SQLite error leaves as :class:`HistoryUnavailable`, one line fit to show the model.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from zodex_gateway.history.records import HistoryUnavailable
+from zodex_gateway.history.reserve import SpaceReserve, is_disk_full
+from zodex_gateway.history.storage import checkpoint, connect, vacuum_step
+
+log = logging.getLogger("zodex.gateway")
+
+# After a write: wake the trimming thread if over the size limit, trim at once (the
+# output capture's thread), or nothing (the trim's own deletions).
+SizeCheck = Literal["wake", "enforce", "none"]
+T = TypeVar("T")
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class Database:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        busy_timeout_s: float,
+        reserve: SpaceReserve,
+        after_write: Callable[[SizeCheck], None],
+    ) -> None:
+        """Open (creating) the file in ``directory``; raises HistoryUnavailable.
+        ``after_write`` is told of every committed write, with its size check."""
+        self.lock = threading.Lock()
+        self._reserve = reserve
+        self._after_write = after_write
+        self._busy_timeout_ms = round(busy_timeout_s * 1000)
+        try:
+            self.conn: sqlite3.Connection | None = connect(directory, busy_timeout_s=busy_timeout_s)
+        except (OSError, sqlite3.Error) as exc:
+            raise HistoryUnavailable(one_line(f"history cannot open {directory}: {exc}")) from exc
+
+    def close(self) -> None:
+        with self.lock:
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
+
+    @contextmanager
+    def write(self, failure: str, size_check: SizeCheck = "wake") -> Iterator[sqlite3.Connection]:
+        """One write transaction; any SQLite error becomes HistoryUnavailable(``failure``
+        with ``{error}`` filled in). Once committed, the size limit is checked."""
+        with self.lock, self._transaction("BEGIN IMMEDIATE", failure) as conn:
+            yield conn
+        self._after_write(size_check)
+
+    @contextmanager
+    def read(self, failure: str = "history cannot be read: {error}") -> Iterator[sqlite3.Connection]:
+        # A read transaction: several SELECTs see one snapshot.
+        with self.lock, self._transaction("BEGIN", failure) as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, begin: str, failure: str) -> Iterator[sqlite3.Connection]:
+        conn = self.conn
+        if conn is None:
+            raise HistoryUnavailable(failure.replace("{error}", "history is closed"), "history is closed")
+        try:
+            conn.execute(begin)
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass  # the original error is the one worth reporting
+                raise
+        except sqlite3.Error as exc:
+            cause = one_line(str(exc))
+            raise HistoryUnavailable(one_line(failure.replace("{error}", cause)), cause) from exc
+
+    def essential(self, failure: str, write: Callable[[sqlite3.Connection], T]) -> T:
+        """A write that must not be lost to a full disk: if the disk is full, give up the
+        reserved space and try once more (docs/history.md#recording)."""
+        try:
+            with self.write(failure) as conn:
+                return write(conn)
+        except HistoryUnavailable as exc:
+            if not is_disk_full(exc.__cause__) or not self._reserve.release():
+                raise
+            log.warning("history: the disk is full; using the space kept for completing calls")
+            with self.write(failure) as conn:
+                return write(conn)
+
+    def compact_step(self) -> tuple[int, bool, int]:
+        """Give up to one step of free pages back and checkpoint the WAL, truncating it:
+        (pages freed, WAL truncated, bytes still free)."""
+        with self.lock:
+            conn = self.conn
+            if conn is None:
+                raise HistoryUnavailable("history is closed", "history is closed")
+            try:
+                freed, free = vacuum_step(conn)
+                truncated = checkpoint(conn, busy_timeout_ms=self._busy_timeout_ms)
+            except sqlite3.Error as exc:
+                cause = one_line(str(exc))
+                raise HistoryUnavailable(f"history cannot compact itself: {cause}", cause) from exc
+        return freed, truncated, free
