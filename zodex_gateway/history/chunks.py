@@ -47,8 +47,12 @@ def merge_output(batch: Sequence[tuple[str, str]]) -> list[Piece]:
 
     def flush() -> None:
         if handle is not None and parts:
-            text, _ = storable_text("".join(parts))
-            data = text.encode("utf-8")
+            text = "".join(parts)
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:
+                text, _ = storable_text(text)
+                data = text.encode("utf-8")
             pieces.append(Piece(handle, text, len(data), compress(data)))
 
     for piece_handle, text in batch:
