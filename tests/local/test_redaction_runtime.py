@@ -12,19 +12,28 @@ from typing import Any
 
 import httpx
 import pytest
+import zstandard
 
 from tests.local.test_agents_and_history import call
 from tests.support.local import LocalEnv, connected, local_env, observer_bearer
 from tests.support.sse import sse
 from tests.support.waiting import wait_until
+from zodex_gateway.history.storage import SEGMENTS_DIR
 from zodex_gateway.redaction import REDACTED
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def stored_bytes(local: LocalEnv) -> bytes:
+    """Every file history keeps, output segments decompressed (a token would not show in
+    their compressed bytes)."""
     history = local.root / "state" / "zodex" / "local" / "history"
-    return b"".join(p.read_bytes() for p in sorted(history.iterdir()) if p.is_file())
+    files = b"".join(p.read_bytes() for p in sorted(history.iterdir()) if p.is_file())
+    output = b""
+    for segment in sorted((history / SEGMENTS_DIR).glob("*.zst")):
+        with segment.open("rb") as raw:
+            output += zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True).read()
+    return files + output
 
 
 def observer_json(local: LocalEnv, path: str) -> Any:
