@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import base64
+import random
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +16,7 @@ from tests.support.gateway import wait_for
 from tests.support.local import LocalEnv, connected, local_env
 from zodex_gateway.history import DB_NAME, HistoryStore
 from zodex_gateway.history.records import OUTPUT_TRIMMED
+from zodex_gateway.history.storage import SEGMENTS_DIR
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -26,10 +31,23 @@ def history_dir(local: LocalEnv) -> Path:
 
 def on_disk(directory: Path) -> int:
     total = 0
-    for name in (DB_NAME, f"{DB_NAME}-wal"):
-        path = directory / name
+    for path in [
+        directory / DB_NAME,
+        directory / f"{DB_NAME}-wal",
+        *(directory / SEGMENTS_DIR).glob("*.zst"),
+    ]:
         total += path.stat().st_size if path.exists() else 0
     return total
+
+
+def noise(seed: int, lines: int) -> tuple[str, str]:
+    """A command printing ``lines`` lines of 80 characters that compression saves little of
+    (history compresses output: `seq` would take a twelfth), and what its PTY shows."""
+    make = f"base64.b64encode(r.randbytes(60)).decode() for _ in range({lines})"
+    program = f"import base64, random; r = random.Random({seed}); print(chr(10).join({make}))"
+    r = random.Random(seed)
+    shown = "".join(base64.b64encode(r.randbytes(60)).decode() + "\r\n" for _ in range(lines))
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}", shown
 
 
 async def test_a_flood_of_output_stays_within_the_limit(tmp_path: Path) -> None:
@@ -41,8 +59,8 @@ async def test_a_flood_of_output_stays_within_the_limit(tmp_path: Path) -> None:
         handles: list[str] = []
         async with connected(local) as mcp:
             for n in range(8):
-                # 1 MB of numbered lines per command: 8 MB in all, 8 times the limit.
-                cmd = f"seq -f '{n}-%07g' 1 100000"
+                # 1 MB per command: 8 MB in all, 8 times the limit.
+                cmd, stream = noise(n, 12_500)
                 result: dict[str, Any] = await mcp.exec(cmd, str(tmp_path), yield_time_ms=30000)
                 assert result["status"] == "exited", result["summary"]
                 with HistoryStore(directory, recover=False) as store:
@@ -63,7 +81,6 @@ async def test_a_flood_of_output_stays_within_the_limit(tmp_path: Path) -> None:
             assert 2 <= len(kept) <= 4, kept
             text, complete = store.output(handles[-1])
             cut = (store.process(handles[-1]) or {})["output_cut"]
-        stream = "".join(f"7-{i:07d}\r\n" for i in range(1, 100001))
         assert cut == len(stream) - CAP
         head, rest = text.split("\n[zodex: ", 1)
         assert head == stream[: CAP // 4]
@@ -80,7 +97,9 @@ async def test_a_command_flooding_after_its_calls_were_trimmed_keeps_the_limit(t
         directory = history_dir(local)
         go = tmp_path / "go"
         # 1.2 MB at once, then 4.5 MB more once the test says so.
-        flood = f"seq -f %07g 1 130000; while [ ! -e {go} ]; do sleep 0.05; done; seq -f %07g 1 500000"
+        first, _ = noise(1, 15_000)
+        then, _ = noise(2, 55_000)
+        flood = f"{first}; while [ ! -e {go} ]; do sleep 0.05; done; {then}"
         async with connected(local) as mcp:
             started = await mcp.exec(flood, str(tmp_path), yield_time_ms=200)
             handle = started["session_handle"]

@@ -84,6 +84,7 @@ class ChunkWriter:
 
     conn: sqlite3.Connection
     files: SegmentFiles
+    segment_bytes: int = SEGMENT_TEXT_BYTES  # text per segment (segments.segment_text_bytes)
     dead: list[int] = field(default_factory=list)  # segments to remove once committed
     _open: dict[str, _Segment] = field(default_factory=dict)
     _done: list[_Segment] = field(default_factory=list)
@@ -105,7 +106,7 @@ class ChunkWriter:
 
     def _segment(self, handle: str) -> _Segment:
         segment = self._open.get(handle)
-        if segment is not None and segment.text_bytes < SEGMENT_TEXT_BYTES:
+        if segment is not None and segment.text_bytes < self.segment_bytes:
             return segment
         if segment is not None:
             self._save(segment)
@@ -115,12 +116,8 @@ class ChunkWriter:
                 "SELECT id, text_bytes, file_bytes FROM output_segments WHERE handle = ? ORDER BY id DESC LIMIT 1",
                 (handle,),
             ).fetchone()
-            if row is not None and int(row[1]) < SEGMENT_TEXT_BYTES:
-                fd, length = self.files.open_for_append(int(row[0]), new=False)
-                segment = _Segment(int(row[0]), fd, length, int(row[2]), int(row[1]), new=False)
-                if length != segment.committed:
-                    self.files.truncate(fd, segment.committed)  # what a failed append left
-                    segment.length = segment.committed
+            if row is not None and int(row[1]) < self.segment_bytes:
+                segment = self._reopen(int(row[0]), int(row[2]), int(row[1]))
         if segment is None:
             cursor = self.conn.execute(
                 "INSERT INTO output_segments (handle, text_bytes, file_bytes) VALUES (?, 0, 0)", (handle,)
@@ -130,6 +127,24 @@ class ChunkWriter:
             segment = _Segment(cursor.lastrowid, fd, 0, 0, 0, new=True)
         self._open[handle] = segment
         return segment
+
+    def _reopen(self, segment_id: int, committed: int, text_bytes: int) -> _Segment | None:
+        """The session's current segment, to append to; None when it is gone or shorter than
+        its row says (damaged): the session then starts a new one."""
+        try:
+            fd, length = self.files.open_for_append(segment_id, new=False)
+        except FileNotFoundError:
+            return None
+        if length < committed:
+            os.close(fd)
+            return None
+        if length > committed:
+            try:
+                self.files.truncate(fd, committed)  # what a failed append left
+            except BaseException:
+                os.close(fd)
+                raise
+        return _Segment(segment_id, fd, committed, committed, text_bytes, new=False)
 
     def _save(self, segment: _Segment) -> None:
         self.conn.execute(

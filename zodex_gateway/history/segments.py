@@ -4,7 +4,7 @@ SQLite's WAL writes every page twice (once to the log, once at the checkpoint), 
 storing output the larger part of history's cost. So a chunk's text is compressed into one
 zstd frame and appended to its session's current segment, ``history/output/<id>.zst``;
 its ``output_chunks`` row keeps only where the frame lies (``segment``, ``frame_at``,
-``frame_bytes``) and its UTF-8 ``size``. After :data:`SEGMENT_TEXT_BYTES` of text a session
+``frame_bytes``) and its UTF-8 ``size``. After :func:`segment_text_bytes` of text a session
 starts a new segment, so the output cap's dropping of a tail's oldest chunks frees whole
 files as it goes. A segment is removed with its last chunk.
 
@@ -38,8 +38,20 @@ SUFFIX: Final = ".zst"
 DIR_MODE: Final = 0o700
 FILE_MODE: Final = 0o600
 # A session's segment takes this much text (UTF-8 bytes) before the next one starts: large
-# enough that a flood makes few files, small enough that a capped tail frees space soon.
+# enough that a flood makes few files, small enough that a capped tail frees space soon
+# (an eighth of the output cap, if less, so a capped command keeps at most about an eighth
+# more than the cap on disk).
 SEGMENT_TEXT_BYTES: Final = 1024 * 1024
+MIN_SEGMENT_TEXT_BYTES: Final = 64 * 1024
+
+
+def segment_text_bytes(cap: int | None) -> int:
+    """The text a segment takes under an output cap of ``cap`` bytes (None: no cap)."""
+    if cap is None:
+        return SEGMENT_TEXT_BYTES
+    return max(MIN_SEGMENT_TEXT_BYTES, min(SEGMENT_TEXT_BYTES, cap // 8))
+
+
 # ~450 MB/s on terminal output here (`seq` 12x smaller); level 3 is no smaller and slower.
 ZSTD_LEVEL: Final = 1
 

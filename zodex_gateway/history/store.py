@@ -34,7 +34,7 @@ from zodex_gateway.history.records import (
 )
 from zodex_gateway.history.reserve import RESERVE_NAME, SpaceReserve
 from zodex_gateway.history.schema import HISTORY_SCHEMA, migrate
-from zodex_gateway.history.segments import SegmentFiles
+from zodex_gateway.history.segments import SegmentFiles, segment_text_bytes
 from zodex_gateway.history.size_limit import SizeLimit
 from zodex_gateway.history.storage import counted_files, disk_bytes, is_incremental, make_incremental
 
@@ -249,10 +249,10 @@ class HistoryStore:
         writer: ChunkWriter | None = None
         try:
             with self._db.write("history cannot store command output: {error}", "enforce") as conn:
-                writer = ChunkWriter(conn, self._files)
+                writer = ChunkWriter(conn, self._files, segment_text_bytes(self._output_cap))
                 output_cap.append(writer, pieces, self._output_cap)
                 writer.save()
-                committed = True
+            committed = True
         except OSError as exc:
             cause = one_line(exc.strerror or str(exc))
             raise HistoryUnavailable(f"history cannot store command output: {cause}", cause) from exc

@@ -19,7 +19,7 @@ from tests.gateway.history.history_support import Clock, count_rows, exec_call, 
 from tests.support.second_user import require_second_user, run_as_second_user, world_tree_dir
 from zodex_gateway.history import HistoryStore, HistoryUnavailable
 from zodex_gateway.history.records import OUTPUT_LOST
-from zodex_gateway.history.segments import SEGMENT_TEXT_BYTES
+from zodex_gateway.history.segments import MIN_SEGMENT_TEXT_BYTES, SEGMENT_TEXT_BYTES
 from zodex_gateway.history.storage import SEGMENTS_DIR
 
 REPO = Path(__file__).resolve().parents[3]
@@ -58,10 +58,10 @@ def test_output_reads_back_exactly_across_segments(store: HistoryStore, history_
 
 
 def test_the_output_cap_frees_whole_segments_as_the_tail_moves(history_dir: Path, clock: Clock) -> None:
-    cap = 4 * SEGMENT_TEXT_BYTES
+    cap = 32 * SEGMENT_TEXT_BYTES // 8  # segments of an eighth of the cap: a full 1 MiB
     with HistoryStore(history_dir, clock=clock, output_cap_bytes=cap) as store:
         exec_call(store, agent_id=None, handle="h1")
-        for _ in range(96):
+        for _ in range(6 * cap // (64 * KIB)):
             store.append_output([("h1", noise(64 * KIB))])
         text, complete = store.output("h1")
         assert complete and "bytes of output cut here" in text
@@ -69,6 +69,16 @@ def test_the_output_cap_frees_whole_segments_as_the_tail_moves(history_dir: Path
         # Old tail segments went as their last chunk was dropped: what is left is about the cap.
         on_disk = sum(p.stat().st_size for p in segment_files(history_dir))
         assert on_disk <= cap + 2 * SEGMENT_TEXT_BYTES
+
+    # A smaller cap makes smaller segments: a capped command keeps about the cap on disk.
+    small = 512 * KIB
+    with HistoryStore(history_dir, clock=clock, output_cap_bytes=small) as store:
+        exec_call(store, agent_id=None, handle="h2")
+        before = {p.name for p in segment_files(history_dir)}
+        for _ in range(64):
+            store.append_output([("h2", noise(16 * KIB))])
+        kept = [p for p in segment_files(history_dir) if p.name not in before]
+        assert sum(p.stat().st_size for p in kept) <= small + small // 4 + MIN_SEGMENT_TEXT_BYTES
         assert len(segment_files(history_dir)) == count_rows(history_dir, "output_segments")
 
 
@@ -143,6 +153,20 @@ def test_a_damaged_segment_reads_as_incomplete(store: HistoryStore, history_dir:
     os.truncate(last, last.stat().st_size - 1)  # as a power cut could leave it
     text, complete = store.output("h1")
     assert text.startswith("kept\n") and "lost" not in text and not complete
+    # Appending goes on in a new segment, never after the damage.
+    store.append_output([("h1", "later\n")])
+    text, complete = store.output("h1")
+    assert text.endswith("later\n") and "lost" not in text and not complete
+    assert len(segment_files(history_dir)) == 3
+
+
+def test_a_segment_removed_by_hand_reads_as_incomplete(store: HistoryStore, history_dir: Path) -> None:
+    store.append_output([("h1", "gone\n")])
+    (segment,) = segment_files(history_dir)
+    segment.unlink()
+    assert store.output("h1") == ("", False)
+    store.append_output([("h1", "new\n")])
+    assert store.output("h1") == ("new\n", False)
 
 
 # Runs in a child process that dies between writing a frame and committing its row.
