@@ -1,8 +1,9 @@
 """Durable history of every tool call (Local mode): agents, invocations, sessions, output.
 
-:class:`HistoryStore` owns one SQLite file (WAL) in a ``0700`` directory; every write is
-one short transaction and every SQLite failure surfaces as :class:`HistoryUnavailable`.
-Retention measures stored bytes (see :mod:`.retention`), not the file size. Opening with
+:class:`HistoryStore` owns one SQLite file (WAL) in a ``0700`` directory, and command
+output in zstd segment files beside it (:mod:`.segments`); every write is one short
+transaction and every failure surfaces as :class:`HistoryUnavailable`. Retention deletes
+rows and segments together (:mod:`.retention`), until the files fit the size limit. Opening with
 ``recover=True`` (the runtime) closes calls and processes a crashed runtime left open;
 readers pass ``recover=False``. :mod:`.render` formats invocations for
 ``zodex local history``.
