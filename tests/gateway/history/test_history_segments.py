@@ -17,7 +17,7 @@ import pytest
 
 from tests.gateway.history.history_support import Clock, count_rows, exec_call, raw_db
 from tests.support.second_user import require_second_user, run_as_second_user, world_tree_dir
-from zodex_gateway.history import HistoryStore, HistoryUnavailable
+from zodex_gateway.history import HistoryStore, HistoryUnavailable, clear_history
 from zodex_gateway.history.records import OUTPUT_LOST
 from zodex_gateway.history.segments import MIN_SEGMENT_TEXT_BYTES, SEGMENT_TEXT_BYTES
 from zodex_gateway.history.storage import SEGMENTS_DIR
@@ -222,7 +222,7 @@ def test_files_no_row_names_are_removed_by_the_owner(history_dir: Path) -> None:
 _FULL_DISK_SCRIPT = """
 import base64, json, os, sqlite3, sys
 from pathlib import Path
-from zodex_gateway.history import HistoryStore, HistoryUnavailable
+from zodex_gateway.history import HistoryStore, HistoryUnavailable, clear_history
 directory = Path(sys.argv[1]) / "history"
 report = {"stored": 0}
 with HistoryStore(directory) as store:
@@ -294,8 +294,6 @@ def test_a_full_disk_while_writing_output_corrupts_nothing() -> None:
 
 
 def test_clear_removes_the_segments(history_dir: Path) -> None:
-    from zodex_gateway.history import clear_history
-
     with HistoryStore(history_dir) as store:
         store.append_output([("h1", "x"), ("h2", "y")])
     assert clear_history(history_dir) == 3  # the database (its WAL went at close), two segments
