@@ -23,6 +23,10 @@ from zodex_gateway.history.segments import SEGMENT_TEXT_BYTES, SegmentFiles, com
 # many characters: far fewer rows than events, and small enough that cutting the start of
 # a capped command's tail rewrites little (see output_cap).
 MAX_CHUNK_CHARS: Final = 64 * 1024
+# A batch this large is a flood the capture's writer is catching up with: compressing it
+# would take the CPU the command and its worker need (zstd costs more than all of
+# history's other work on such output), so its frames are stored as they are.
+FLOOD_CHARS: Final = 128 * 1024
 
 _ROW: Final = "SELECT text, size, segment, frame_at, frame_bytes FROM output_chunks WHERE handle = ?"
 
@@ -39,7 +43,9 @@ class Piece:
 
 
 def merge_output(batch: Sequence[tuple[str, str]]) -> list[Piece]:
-    """Consecutive pieces of one handle joined, up to :data:`MAX_CHUNK_CHARS`, compressed."""
+    """Consecutive pieces of one handle joined, up to :data:`MAX_CHUNK_CHARS`, compressed
+    unless the batch is a flood's (:data:`FLOOD_CHARS`)."""
+    fast = sum(len(text) for _, text in batch) >= FLOOD_CHARS
     pieces: list[Piece] = []
     handle: str | None = None
     parts: list[str] = []
@@ -53,7 +59,7 @@ def merge_output(batch: Sequence[tuple[str, str]]) -> list[Piece]:
             except UnicodeEncodeError:
                 text, _ = storable_text(text)
                 data = text.encode("utf-8")
-            pieces.append(Piece(handle, text, len(data), compress(data)))
+            pieces.append(Piece(handle, text, len(data), compress(data, fast=fast)))
 
     for piece_handle, text in batch:
         if not text:

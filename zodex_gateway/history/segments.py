@@ -1,8 +1,9 @@
-"""Command output outside SQLite: append-only segment files, one zstd frame per chunk.
+"""Command output outside SQLite: append-only segment files, one frame per chunk.
 
 SQLite's WAL writes every page twice (once to the log, once at the checkpoint), which made
-storing output the larger part of history's cost. So a chunk's text is compressed into one
-zstd frame and appended to its session's current segment, ``history/output/<id>.zst``;
+storing output the larger part of history's cost. So a chunk's text becomes one frame —
+zstd, or for a flood the text as it is (:func:`compress`) — appended to its session's
+current segment, ``history/output/<id>.zst``;
 its ``output_chunks`` row keeps only where the frame lies (``segment``, ``frame_at``,
 ``frame_bytes``) and its UTF-8 ``size``. After :func:`segment_text_bytes` of text a session
 starts a new segment, so the output cap's dropping of a tail's oldest chunks frees whole
@@ -58,9 +59,16 @@ ZSTD_LEVEL: Final = 1
 _per_thread = threading.local()
 
 
-def compress(data: bytes) -> bytes:
-    """One zstd frame (its content size in the header). Compressors are per thread:
-    the capture's thread compresses outside the store's lock."""
+# A frame is a zstd frame, or this byte followed by the text as it is (see compress).
+STORED: Final = b"\x00"
+
+
+def compress(data: bytes, *, fast: bool = False) -> bytes:
+    """One frame: zstd (its content size in the header), or, with ``fast``, the text
+    stored as it is. Compressors are per thread: the capture's thread compresses outside
+    the store's lock."""
+    if fast:
+        return STORED + data
     compressor = getattr(_per_thread, "compressor", None)
     if compressor is None:
         compressor = _per_thread.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
@@ -70,6 +78,8 @@ def compress(data: bytes) -> bytes:
 
 def decompress(frame: bytes) -> bytes | None:
     """The frame's content, or None when it is damaged."""
+    if frame[:1] == STORED:
+        return frame[1:]
     decompressor = getattr(_per_thread, "decompressor", None)
     if decompressor is None:
         decompressor = _per_thread.decompressor = zstandard.ZstdDecompressor()

@@ -18,8 +18,9 @@ import pytest
 from tests.gateway.history.history_support import Clock, count_rows, exec_call, raw_db
 from tests.support.second_user import require_second_user, run_as_second_user, world_tree_dir
 from zodex_gateway.history import HistoryStore, HistoryUnavailable, clear_history
+from zodex_gateway.history.chunks import FLOOD_CHARS, MAX_CHUNK_CHARS
 from zodex_gateway.history.records import OUTPUT_LOST
-from zodex_gateway.history.segments import MIN_SEGMENT_TEXT_BYTES, SEGMENT_TEXT_BYTES
+from zodex_gateway.history.segments import MIN_SEGMENT_TEXT_BYTES, SEGMENT_TEXT_BYTES, STORED
 from zodex_gateway.history.storage import SEGMENTS_DIR
 
 REPO = Path(__file__).resolve().parents[3]
@@ -55,6 +56,20 @@ def test_output_reads_back_exactly_across_segments(store: HistoryStore, history_
     stored = sum(len(p.encode()) for p in pieces)
     assert per_handle == {"h1": -(-stored // SEGMENT_TEXT_BYTES), "h2": 1}
     assert {p.name: p.stat().st_size for p in segment_files(history_dir)} == committed_lengths(history_dir)
+
+
+def test_a_flood_is_stored_as_it_is_and_the_rest_compressed(store: HistoryStore, history_dir: Path) -> None:
+    calm = "\r\n".join(f"line {n}" for n in range(2000))  # a batch well under FLOOD_CHARS
+    flood = [("h2", "y" * 16 * KIB) for _ in range(FLOOD_CHARS // (16 * KIB))]
+    store.append_output([("h1", calm)])
+    store.append_output(flood)
+    with raw_db(history_dir) as conn:
+        frames = dict(conn.execute("SELECT handle, SUM(frame_bytes) FROM output_chunks GROUP BY handle"))
+    assert frames["h1"] < len(calm) // 4, "compressed"
+    chunks = FLOOD_CHARS // MAX_CHUNK_CHARS
+    assert frames["h2"] == FLOOD_CHARS + chunks * len(STORED), "stored as it is, a marker byte per chunk"
+    assert store.output("h1") == (calm, True)
+    assert store.output("h2") == ("y" * FLOOD_CHARS, True)
 
 
 def test_the_output_cap_frees_whole_segments_as_the_tail_moves(history_dir: Path, clock: Clock) -> None:
