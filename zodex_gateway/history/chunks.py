@@ -1,7 +1,8 @@
 """A session's stored output: ``output_chunks`` rows whose text lies in segment files.
 
-A row with ``segment`` NULL holds its text itself (the output cap's marker, and output a
-schema-2 history stored); any other row names the zstd frame that holds it. A row's
+A row with ``segment`` NULL holds its text itself (a chunk under :data:`INLINE_BYTES`, the
+output cap's marker, and output a schema-2 history stored); any other row names the frame
+that holds it. A row's
 ``size`` is the UTF-8 bytes it stands for: the frame's content, less the start the output
 cap dropped (:func:`cut_start`), so a row always reads as the last ``size`` bytes of its
 frame.
@@ -10,7 +11,6 @@ frame.
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +27,9 @@ MAX_CHUNK_CHARS: Final = 64 * 1024
 # would take the CPU the command and its worker need (zstd costs more than all of
 # history's other work on such output), so its frames are stored as they are.
 FLOOD_CHARS: Final = 128 * 1024
+# A chunk smaller than this (a prompt, a few lines) stays in its row: a frame and a file
+# write per handle and batch cost more than the row's page does.
+INLINE_BYTES: Final = 4096
 
 _ROW: Final = "SELECT text, size, segment, frame_at, frame_bytes FROM output_chunks WHERE handle = ?"
 
@@ -59,7 +62,8 @@ def merge_output(batch: Sequence[tuple[str, str]]) -> list[Piece]:
             except UnicodeEncodeError:
                 text, _ = storable_text(text)
                 data = text.encode("utf-8")
-            pieces.append(Piece(handle, text, len(data), compress(data, fast=fast)))
+            frame = compress(data, fast=fast) if len(data) >= INLINE_BYTES else None
+            pieces.append(Piece(handle, text, len(data), frame))
 
     for piece_handle, text in batch:
         if not text:
@@ -96,6 +100,12 @@ class ChunkWriter:
     _done: list[_Segment] = field(default_factory=list)
 
     def insert(self, handle: str, seq: int, piece: Piece) -> None:
+        if piece.size < INLINE_BYTES:
+            self.conn.execute(
+                "INSERT INTO output_chunks (handle, seq, text, size) VALUES (?, ?, ?, ?)",
+                (handle, seq, piece.text, piece.size),
+            )
+            return
         frame = piece.frame
         if frame is None:
             frame = compress(piece.text.encode("utf-8"))
@@ -142,13 +152,13 @@ class ChunkWriter:
         except FileNotFoundError:
             return None
         if length < committed:
-            os.close(fd)
+            self.files.release(segment_id, fd, keep=False)
             return None
         if length > committed:
             try:
                 self.files.truncate(fd, committed)  # what a failed append left
             except BaseException:
-                os.close(fd)
+                self.files.release(segment_id, fd, keep=False)
                 raise
         return _Segment(segment_id, fd, committed, committed, text_bytes, new=False)
 
@@ -163,8 +173,9 @@ class ChunkWriter:
         """After chunks of ``handle`` were deleted: its segments no chunk needs any more."""
         current = self._open.get(handle)
         rows = self.conn.execute(
-            "DELETE FROM output_segments WHERE handle = ? AND id != ? AND NOT EXISTS"
-            " (SELECT 1 FROM output_chunks WHERE segment = output_segments.id) RETURNING id",
+            "DELETE FROM output_segments WHERE handle = ? AND id != ? AND NOT EXISTS (SELECT 1"
+            " FROM output_chunks AS c WHERE c.handle = output_segments.handle AND c.segment = output_segments.id)"
+            " RETURNING id",
             (handle, -1 if current is None else current.id),
         ).fetchall()
         self.dead += [int(row[0]) for row in rows]
@@ -179,10 +190,12 @@ class ChunkWriter:
         self._done += self._open.values()  # none left once saved; all, if the write failed
         self._open.clear()
         for segment in self._done:
-            with contextlib.suppress(OSError):
-                if not committed:
+            if not committed:
+                with contextlib.suppress(OSError):
                     self.files.truncate(segment.fd, segment.committed)
-                os.close(segment.fd)
+            # Kept open for the session's next batch unless it is full or was not kept.
+            full = segment.text_bytes >= self.segment_bytes
+            self.files.release(segment.id, segment.fd, keep=committed and not full)
             if not committed and segment.new:
                 self.files.remove([segment.id])
         self._done.clear()

@@ -121,8 +121,7 @@ CREATE TABLE output_segments (
 CREATE INDEX output_segments_handle ON output_segments (handle, id);
 ALTER TABLE output_chunks ADD COLUMN segment INTEGER;        -- NULL: the text is in the row
 ALTER TABLE output_chunks ADD COLUMN frame_at INTEGER;
-ALTER TABLE output_chunks ADD COLUMN frame_bytes INTEGER;
-CREATE INDEX output_chunks_segment ON output_chunks (segment) WHERE segment IS NOT NULL
+ALTER TABLE output_chunks ADD COLUMN frame_bytes INTEGER
 """
 
 HISTORY_SCHEMA: Final = 3

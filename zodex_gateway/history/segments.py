@@ -26,6 +26,7 @@ import errno
 import os
 import stat
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
@@ -55,6 +56,7 @@ def segment_text_bytes(cap: int | None) -> int:
 
 # ~450 MB/s on terminal output here (`seq` 12x smaller); level 3 is no smaller and slower.
 ZSTD_LEVEL: Final = 1
+KEPT_OPEN: Final = 64  # segment descriptors kept open between batches
 
 _per_thread = threading.local()
 
@@ -139,8 +141,15 @@ class SegmentFiles:
                 os.fchmod(self._dir, DIR_MODE)
         self._lock = threading.Lock()
         self._bytes = 0  # what the files take, kept as they change (the size limit asks often)
+        # Descriptors of segments being appended to, kept between batches (opening and
+        # checking a file per batch cost as much as writing a calm command's output).
+        self._appending: OrderedDict[int, int] = OrderedDict()
 
     def close(self) -> None:
+        with self._lock:
+            for fd in self._appending.values():
+                os.close(fd)
+            self._appending.clear()
         if self._dir >= 0:
             os.close(self._dir)
             self._dir = -1
@@ -154,8 +163,16 @@ class SegmentFiles:
             self._bytes += delta
 
     def open_for_append(self, segment: int, *, new: bool) -> tuple[int, int]:
-        """(descriptor, length): a new segment is made empty (a crash may have left a file
-        of that id, which no row names); raises OSError, PlantedFile."""
+        """(descriptor, length), the descriptor the files' own until :meth:`release`: a new
+        segment is made empty (a crash may have left a file of that id, which no row
+        names); raises OSError, PlantedFile."""
+        with self._lock:
+            kept = self._appending.pop(segment, None)
+        if kept is not None:
+            info = os.fstat(kept)
+            if not new and info.st_nlink == 1:
+                return kept, info.st_size
+            os.close(kept)  # removed by hand meanwhile: look again
         name = file_name(segment)
         flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if new else 0)
         try:
@@ -177,6 +194,20 @@ class SegmentFiles:
             os.close(fd)
             raise
         return fd, length
+
+    def release(self, segment: int, fd: int, *, keep: bool) -> None:
+        """Done with a batch: keep the descriptor for the next one (at most
+        :data:`KEPT_OPEN`, the least recently used closed first), or close it."""
+        if not keep:
+            os.close(fd)
+            return
+        with self._lock:
+            self._appending[segment] = fd
+            closing = []
+            while len(self._appending) > KEPT_OPEN:
+                closing.append(self._appending.popitem(last=False)[1])
+        for old in closing:
+            os.close(old)
 
     def append(self, fd: int, frame: bytes) -> None:
         """Write all of ``frame`` at the end; raises OSError (the caller truncates back)."""
@@ -209,6 +240,10 @@ class SegmentFiles:
 
     def remove(self, segments: Iterable[int]) -> None:
         for segment in segments:
+            with self._lock:
+                kept = self._appending.pop(segment, None)
+            if kept is not None:
+                os.close(kept)
             self._unlink(file_name(segment))
 
     def _unlink(self, name: str) -> None:

@@ -44,7 +44,7 @@ def test_directory_is_0700_and_files_0600_whatever_the_umask(history_dir: Path, 
     try:
         with HistoryStore(history_dir) as store:
             _begin(store)  # the -wal and -shm files exist while the store is open
-            store.append_output([("h1", "some output")])
+            store.append_output([("h1", "some output\n" * 400)])  # enough for a segment
             files = sorted(p.name for p in history_dir.iterdir())
             assert files == [RESERVE_NAME, DB_NAME, f"{DB_NAME}-shm", f"{DB_NAME}-wal", SEGMENTS_DIR]
             assert _mode(history_dir) == _mode(history_dir / SEGMENTS_DIR) == 0o700

@@ -18,13 +18,18 @@ import pytest
 from tests.gateway.history.history_support import Clock, count_rows, exec_call, raw_db
 from tests.support.second_user import require_second_user, run_as_second_user, world_tree_dir
 from zodex_gateway.history import HistoryStore, HistoryUnavailable, clear_history
-from zodex_gateway.history.chunks import FLOOD_CHARS, MAX_CHUNK_CHARS
+from zodex_gateway.history.chunks import FLOOD_CHARS, INLINE_BYTES, MAX_CHUNK_CHARS
 from zodex_gateway.history.records import OUTPUT_LOST
 from zodex_gateway.history.segments import MIN_SEGMENT_TEXT_BYTES, SEGMENT_TEXT_BYTES, STORED
 from zodex_gateway.history.storage import SEGMENTS_DIR
 
 REPO = Path(__file__).resolve().parents[3]
 KIB = 1024
+
+
+def framed(text: str) -> str:
+    """``text`` repeated to a chunk large enough for a frame (smaller ones stay in their row)."""
+    return text * (INLINE_BYTES // len(text) + 1)
 
 
 def noise(size: int) -> str:
@@ -47,14 +52,14 @@ def test_output_reads_back_exactly_across_segments(store: HistoryStore, history_
     for piece in pieces:
         store.append_output([("h1", piece), ("h2", "x")])
     assert store.output("h1") == ("".join(pieces), True)
-    assert store.output("h2") == ("x" * 40, True)
+    assert store.output("h2") == ("x" * 40, True)  # small chunks, in their rows
     tail, cut = store.output_tail("h1", 100)
     assert cut and "".join(pieces).endswith(tail) and len(tail) >= 100
     # A session starts a new segment after SEGMENT_TEXT_BYTES of text.
     with raw_db(history_dir) as conn:
         per_handle = dict(conn.execute("SELECT handle, COUNT(*) FROM output_segments GROUP BY handle"))
     stored = sum(len(p.encode()) for p in pieces)
-    assert per_handle == {"h1": -(-stored // SEGMENT_TEXT_BYTES), "h2": 1}
+    assert per_handle == {"h1": -(-stored // SEGMENT_TEXT_BYTES)}
     assert {p.name: p.stat().st_size for p in segment_files(history_dir)} == committed_lengths(history_dir)
 
 
@@ -122,7 +127,7 @@ def test_another_account_cannot_read_the_segments() -> None:
     with world_tree_dir("history-segments") as tree:
         history_dir = tree / "history"
         with HistoryStore(history_dir) as store:
-            store.append_output([("h1", "a secret printed by a command")])
+            store.append_output([("h1", framed("a secret printed by a command\n"))])
         (segment,) = segment_files(history_dir)
         assert stat.S_IMODE(segment.stat().st_mode) == 0o600
         # Even with the directories opened up, the file itself stays closed to others.
@@ -133,11 +138,11 @@ def test_another_account_cannot_read_the_segments() -> None:
         listing = run_as_second_user(["ls", str(history_dir / SEGMENTS_DIR)])
         assert listing.returncode == 0  # the opened-up directory, so the refusal above is the file's
         with HistoryStore(history_dir, recover=False) as reader:
-            assert reader.output("h1") == ("a secret printed by a command", True)
+            assert reader.output("h1") == (framed("a secret printed by a command\n"), True)
 
 
 def test_a_planted_link_is_never_followed(store: HistoryStore, history_dir: Path, tmp_path: Path) -> None:
-    store.append_output([("h1", "mine")])
+    store.append_output([("h1", framed("mine"))])
     (segment,) = segment_files(history_dir)
     target = tmp_path / "elsewhere"
     original = segment.read_bytes()
@@ -146,7 +151,7 @@ def test_a_planted_link_is_never_followed(store: HistoryStore, history_dir: Path
     segment.symlink_to(target)
     assert store.output("h1") == ("", False), "a link is not read, and the output says it is incomplete"
     with pytest.raises(HistoryUnavailable, match=r"history cannot store command output: .*not a private"):
-        store.append_output([("h1", "more")])
+        store.append_output([("h1", framed("more"))])
     assert target.read_bytes() == original, "nothing was written through the link"
     assert store.output("h2") == ("", True)
 
@@ -161,27 +166,27 @@ def test_a_planted_output_directory_refuses_to_open(history_dir: Path, tmp_path:
 
 
 def test_a_damaged_segment_reads_as_incomplete(store: HistoryStore, history_dir: Path) -> None:
-    store.append_output([("h1", "kept\n")])
+    store.append_output([("h1", framed("kept\n"))])
     store.append_output([("h1", noise(SEGMENT_TEXT_BYTES))])  # fills the first segment
-    store.append_output([("h1", "lost\n")])
+    store.append_output([("h1", framed("lost\n"))])
     last = segment_files(history_dir)[-1]
     os.truncate(last, last.stat().st_size - 1)  # as a power cut could leave it
     text, complete = store.output("h1")
-    assert text.startswith("kept\n") and "lost" not in text and not complete
+    assert text.startswith(framed("kept\n")) and "lost" not in text and not complete
     # Appending goes on in a new segment, never after the damage.
-    store.append_output([("h1", "later\n")])
+    store.append_output([("h1", framed("later\n"))])
     text, complete = store.output("h1")
-    assert text.endswith("later\n") and "lost" not in text and not complete
+    assert text.endswith(framed("later\n")) and "lost" not in text and not complete
     assert len(segment_files(history_dir)) == 3
 
 
 def test_a_segment_removed_by_hand_reads_as_incomplete(store: HistoryStore, history_dir: Path) -> None:
-    store.append_output([("h1", "gone\n")])
+    store.append_output([("h1", framed("gone\n"))])
     (segment,) = segment_files(history_dir)
     segment.unlink()
     assert store.output("h1") == ("", False)
-    store.append_output([("h1", "new\n")])
-    assert store.output("h1") == ("new\n", False)
+    store.append_output([("h1", framed("new\n"))])
+    assert store.output("h1") == (framed("new\n"), False)
 
 
 # Runs in a child process that dies between writing a frame and committing its row.
@@ -194,13 +199,13 @@ store = HistoryStore(Path(sys.argv[1]))
 call = store.begin(agent_id=None, tool_name="exec_command", args={}, declared_workdir=None, real_workdir=None)
 store.complete(call, ok=True, result="running", session_handle="h1")
 store.process_started("h1", pid=1, cmd="yes", cwd="/", started_at=1.0)
-store.append_output([("h1", "before the crash\\n")])
+store.append_output([("h1", "before the crash\\n" * 300)])
 written = segments.SegmentFiles.append
 def append_then_die(self, fd, frame):
     written(self, fd, frame)
     os._exit(17)
 segments.SegmentFiles.append = append_then_die
-store.append_output([("h1", "written, never committed\\n")])
+store.append_output([("h1", "written, never committed\\n" * 300)])
 """
 
 
@@ -213,14 +218,14 @@ def test_a_crash_between_segment_and_row(history_dir: Path) -> None:
     assert segment.stat().st_size > committed_lengths(history_dir)[segment.name], "the frame was written"
     # A reader sees what was committed, the command still running.
     with HistoryStore(history_dir, recover=False) as reader:
-        assert reader.output("h1") == ("before the crash\n", True)
+        assert reader.output("h1") == ("before the crash\n" * 300, True)
     # The owner's next start closes the command as lost and cuts the unreferenced bytes off.
     with HistoryStore(history_dir) as owner:
-        assert owner.output("h1") == ("before the crash\n", False)
+        assert owner.output("h1") == ("before the crash\n" * 300, False)
         assert (owner.process("h1") or {})["output_incomplete_reason"] == OUTPUT_LOST
         assert segment.stat().st_size == committed_lengths(history_dir)[segment.name]
-        owner.append_output([("h1", "and after\n")])
-        assert owner.output("h1")[0] == "before the crash\nand after\n"
+        owner.append_output([("h1", framed("and after\n"))])
+        assert owner.output("h1")[0] == "before the crash\n" * 300 + framed("and after\n")
 
 
 def test_files_no_row_names_are_removed_by_the_owner(history_dir: Path) -> None:
@@ -310,7 +315,7 @@ def test_a_full_disk_while_writing_output_corrupts_nothing() -> None:
 
 def test_clear_removes_the_segments(history_dir: Path) -> None:
     with HistoryStore(history_dir) as store:
-        store.append_output([("h1", "x"), ("h2", "y")])
+        store.append_output([("h1", framed("x")), ("h2", framed("y"))])
     assert clear_history(history_dir) == 3  # the database (its WAL went at close), two segments
     assert not (history_dir / SEGMENTS_DIR).exists()
     with HistoryStore(history_dir) as store:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tests.gateway.history.history_support import Clock, exec_call, raw_db
 from zodex_gateway.history import HistoryStore
+from zodex_gateway.history.chunks import INLINE_BYTES
 
 
 def test_output_batches_are_kept_in_arrival_order(store: HistoryStore) -> None:
@@ -21,14 +22,18 @@ def test_output_batches_are_kept_in_arrival_order(store: HistoryStore) -> None:
 
 
 def test_consecutive_pieces_of_a_handle_share_a_row(store: HistoryStore, history_dir: Path) -> None:
-    store.append_output([("h1", "a"), ("h1", "b"), ("h2", "x"), ("h1", "c")])
+    big = "b" * INLINE_BYTES  # large enough for a frame in a segment file
+    store.append_output([("h1", "a"), ("h1", big), ("h2", "x"), ("h1", "c")])
     with raw_db(history_dir) as conn:
         rows = conn.execute(
-            "SELECT c.handle, seq, size, s.handle FROM output_chunks AS c"
-            " JOIN output_segments AS s ON s.id = c.segment ORDER BY c.handle, seq"
+            "SELECT handle, seq, size, text, segment IS NOT NULL FROM output_chunks ORDER BY handle, seq"
         ).fetchall()
-    assert rows == [("h1", 0, 2, "h1"), ("h1", 1, 1, "h1"), ("h2", 0, 1, "h2")]
-    assert store.output("h1") == ("abc", True)
+    assert rows == [
+        ("h1", 0, 1 + INLINE_BYTES, "", True),
+        ("h1", 1, 1, "c", False),  # a small chunk stays in its row
+        ("h2", 0, 1, "x", False),
+    ]
+    assert store.output("h1") == ("a" + big + "c", True)
 
 
 def test_lone_surrogates_in_output_become_replacement_characters(store: HistoryStore) -> None:
@@ -144,6 +149,7 @@ _CRASH_SCRIPT = """
 import os, sys
 from pathlib import Path
 from zodex_gateway.history import HistoryStore
+from zodex_gateway.history.chunks import INLINE_BYTES
 store = HistoryStore(Path(sys.argv[1]))
 store.begin(agent_id="aaaa", tool_name="exec_command", args={"cmd": "yes"}, declared_workdir="/w", real_workdir="/w")
 store.process_started("h-crash", pid=99, cmd="yes", cwd="/w", started_at=1.0)
