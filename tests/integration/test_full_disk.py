@@ -134,7 +134,9 @@ async def test_a_spill_file_cut_short_by_a_full_disk_says_so(tmp_path: Path) -> 
     assert r["output_chars"] == 8_000_000 + 79_999  # fold adds no last newline
     assert r["output_file_truncated"] is True
     assert r["output_file_error"] == ENOSPC, r
-    assert f"cut short ({ENOSPC})" in r["output"].splitlines()[0]
+    # The preview's marker line, between its head and its tail (docs/output.md#deltas-and-previews).
+    markers = [line for line in r["output"].splitlines() if line.startswith("[zodex] ")]
+    assert len(markers) == 1 and f"cut short ({ENOSPC})" in markers[0], markers
 
 
 @pytest.mark.usefixtures("small_disk")
