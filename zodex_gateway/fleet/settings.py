@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from zodex_gateway.config import shared_keys
 from zodex_gateway.config.schema import Schema, load_file
@@ -18,13 +18,12 @@ from zodex_gateway.config.shared_keys import make_key
 from zodex_gateway.config.units import ConfigError
 from zodex_gateway.sprite.settings import (
     SPRITE_KEYS,
+    ListenerFields,
     SpriteSettings,
+    listener_fields,
     settings_from,
     sprite_schema,
 )
-
-if TYPE_CHECKING:
-    from zodex_gateway.web.listener_limits import ListenerLimits
 
 HOST_CONFIG_ENV: Final = "ZODEX_HOST_CONFIG"
 GATEWAY_CONFIG_ENV: Final = "ZODEX_GATEWAY_CONFIG"
@@ -153,24 +152,12 @@ class HostEntry:
 
 
 @dataclass(frozen=True)
-class GatewaySettings:
+class GatewaySettings(ListenerFields):
     config_path: Path
     address: str
     port: int
     secret_key: Path
     hosts: tuple[HostEntry, ...]
-    max_body: int
-    header_timeout_ms: int
-    max_pending_connections: int
-
-    def listener_limits(self) -> ListenerLimits:
-        from zodex_gateway.web.listener_limits import ListenerLimits
-
-        return ListenerLimits(
-            header_timeout_s=self.header_timeout_ms / 1000,
-            max_pending=self.max_pending_connections,
-            max_body=self.max_body,
-        )
 
 
 def _host_entry(index: int, table: object) -> HostEntry:
@@ -210,9 +197,7 @@ def parse_gateway_document(document: Mapping[str, Any], config_path: Path) -> Ga
         port=values.integer("gateway.port"),
         secret_key=Path(str(values.path("gateway.secret-key"))),
         hosts=hosts,
-        max_body=values.size_bytes("mcp.max-body"),
-        header_timeout_ms=values.duration_ms("http.header-timeout"),
-        max_pending_connections=values.integer("http.max-pending-connections"),
+        **listener_fields(values),
     )
 
 

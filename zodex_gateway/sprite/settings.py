@@ -15,7 +15,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -109,8 +109,36 @@ def check_sprite_value(name: str, raw: object) -> object:
     return SCHEMA.from_toml(SPRITE_KEYS[name].name, raw)
 
 
+# The fields of a service with an HTTP listener (Sprite's, a fleet gateway's) and their keys.
+LISTENER_FIELDS: Final = {
+    "max_body": "mcp.max-body",
+    "header_timeout_ms": "http.header-timeout",
+    "max_pending_connections": "http.max-pending-connections",
+}
+
+
+def listener_fields(values: ConfigValues) -> dict[str, Any]:
+    return {field: values.get(name) for field, name in LISTENER_FIELDS.items()}
+
+
 @dataclass(frozen=True)
-class SpriteSettings:
+class ListenerFields:
+    max_body: int
+    header_timeout_ms: int
+    max_pending_connections: int
+
+    def listener_limits(self) -> ListenerLimits:
+        from zodex_gateway.web.listener_limits import ListenerLimits
+
+        return ListenerLimits(
+            header_timeout_s=self.header_timeout_ms / 1000,
+            max_pending=self.max_pending_connections,
+            max_body=self.max_body,
+        )
+
+
+@dataclass(frozen=True)
+class SpriteSettings(ListenerFields):
     config_path: Path
     address: str
     port: int
@@ -126,9 +154,6 @@ class SpriteSettings:
     runtime_dir: Path
     install_dir: Path
     limits: Limits
-    max_body: int
-    header_timeout_ms: int
-    max_pending_connections: int
     cgroups: bool
     log_max_bytes: int
     log_keep: int
@@ -179,15 +204,6 @@ class SpriteSettings:
     def connector_url(self, key: str) -> str:
         return f"{self.base_url()}/mcp?key={urllib.parse.quote(key, safe='')}"
 
-    def listener_limits(self) -> ListenerLimits:
-        from zodex_gateway.web.listener_limits import ListenerLimits
-
-        return ListenerLimits(
-            header_timeout_s=self.header_timeout_ms / 1000,
-            max_pending=self.max_pending_connections,
-            max_body=self.max_body,
-        )
-
 
 def settings_from(values: ConfigValues, config_path: Path) -> SpriteSettings:
     """Settings from values read by a schema of Sprite's kind; the keys a host's schema does
@@ -202,35 +218,27 @@ def settings_from(values: ConfigValues, config_path: Path) -> SpriteSettings:
             "sprite.group must not be the agent's own group: the agent must not read the config"
         )
 
-    def text(name: str) -> str:
-        return str(read.text(name))
+    return SpriteSettings(config_path=config_path, limits=read.limits(), **_fields(read))
 
-    def path(name: str) -> Path:
-        return Path(str(read.get(name)))  # every directory key has a default
 
-    return SpriteSettings(
-        config_path=config_path,
-        address=text("sprite.address"),
-        port=read.integer("sprite.port"),
-        tls_cert=read.path("sprite.tls-cert"),
-        tls_key=read.path("sprite.tls-key"),
-        allowed_hosts=read.words("sprite.allowed-hosts"),
-        public_url=read.text("sprite.public-url"),
-        service_user=text("sprite.service-user"),
-        agent_user=text("sprite.agent-user"),
-        group=text("sprite.group"),
-        workspace=path("sprite.workspace"),
-        state_dir=path("sprite.state-dir"),
-        runtime_dir=path("sprite.runtime-dir"),
-        install_dir=path("sprite.install-dir"),
-        limits=read.limits(),
-        max_body=read.size_bytes("mcp.max-body"),
-        header_timeout_ms=read.duration_ms("http.header-timeout"),
-        max_pending_connections=read.integer("http.max-pending-connections"),
-        cgroups=read.flag("session.cgroups"),
-        log_max_bytes=read.size_bytes("log.max-size"),
-        log_keep=read.integer("log.keep"),
-    )
+# SpriteSettings' fields from the shared keys; Sprite's own keys give theirs by name
+# (sprite.tls-cert: tls_cert).
+_SHARED_FIELDS: Final = {
+    **LISTENER_FIELDS,
+    "cgroups": "session.cgroups",
+    "log_max_bytes": "log.max-size",
+    "log_keep": "log.keep",
+}
+
+
+def _fields(read: ConfigValues) -> dict[str, Any]:
+    """The effective values, typed by the schema; paths as ``Path``, hosts as a tuple."""
+    by_kind: dict[str, Callable[[str], object]] = {"path": read.path, "hosts": read.words}
+    own = {
+        name.removeprefix("sprite.").replace("-", "_"): by_kind.get(key.kind, read.get)(name)
+        for name, key in SPRITE_KEYS.items()
+    }
+    return {**own, **{field: read.get(name) for field, name in _SHARED_FIELDS.items()}}
 
 
 def parse_document(document: Mapping[str, Any], config_path: Path) -> SpriteSettings:
