@@ -84,6 +84,7 @@ class ObserverClient:
             headers=access.headers,
             timeout=REQUEST_TIMEOUT,
             transport=transport,
+            trust_env=False,  # an HTTP(S)_PROXY in the environment must never see the bearer
         )
 
     async def aclose(self) -> None:
