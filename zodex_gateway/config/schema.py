@@ -74,9 +74,9 @@ class Schema:
             return self.keys[name]
         raise self.unknown(name)
 
-    def unknown(self, name: str, known: Iterable[str] | None = None, shown: str | None = None) -> ConfigError:
-        """The refusal of ``name`` (``shown`` as, in an array of tables): its reason, or the
-        closest of ``known`` (default: this schema's keys), or where every key is listed."""
+    def unknown(self, name: str, known: Iterable[str] | None = None) -> ConfigError:
+        """The refusal of ``name``: its reason, or the closest of ``known`` (default: this
+        schema's keys), or where every key is listed."""
         if name in self._refused:
             return ConfigError(f"{name} {self._refused[name]}")
         if name in self._sections:
@@ -89,7 +89,7 @@ class Schema:
         close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
         close = list(dict.fromkeys([*close, *by_leaf]))[:4]
         hint = f"did you mean {', '.join(close)}?" if close else f"{self._listing()} lists every key"
-        return ConfigError(f"unknown key {shown or name!r}; {hint}")
+        return ConfigError(f"unknown key {name!r}; {hint}")
 
     def default(self, name: str) -> object:
         return self.lookup(name).default
@@ -154,7 +154,7 @@ class Schema:
         for leaf, raw in table.items():
             shown = f"{where}.{leaf}"
             if leaf not in self.keys:
-                raise self.unknown(leaf, (f"{where}.{k}" for k in self.keys), shown=shown)
+                raise self.unknown(shown, [f"{where}.{k}" for k in self.keys])
             values[leaf] = self.from_toml(leaf, raw, shown)
         return ConfigValues(self, values, where=f"{where}.")
 
