@@ -1,18 +1,17 @@
 """Zodex's HTTP clients never go through a proxy named in the environment
 (docs/architecture.md#dependencies): `zodex local start`'s MCP check sends the MCP token and
 the terminal viewer sends the observer's bearer, and neither may reach whoever
-``HTTP_PROXY`` names. Both talk to a real loopback server here, with every proxy variable
+``HTTP_PROXY`` names. Both talk to a loopback listener here, with every proxy variable
 pointing at a loopback socket that records whatever reaches it."""
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
@@ -24,12 +23,14 @@ from zodex_gateway.viewers.tui.client import ObserverClient
 SECRET = "zodex-test-secret-0123456789abcdef"
 
 
-class Recorder:
-    """A listening socket that keeps the first bytes of every connection made to it."""
+class Loopback:
+    """A loopback listener that keeps each request it is sent; it answers ``reply`` (a JSON
+    body) or, as a stand-in proxy, closes the connection unanswered."""
 
-    def __init__(self) -> None:
+    def __init__(self, reply: bytes | None = None) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.sock.settimeout(0.2)
+        self.reply = reply
         self.received: list[bytes] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -46,11 +47,29 @@ class Recorder:
             except TimeoutError:
                 continue
             with conn:
-                conn.settimeout(2)
-                try:
-                    self.received.append(conn.recv(65536))
-                except OSError:
-                    self.received.append(b"")
+                conn.settimeout(5)
+                request = self._read_request(conn)
+                self.received.append(request)
+                if self.reply is not None:
+                    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(self.reply)}"
+                    conn.sendall(f"{head}\r\nConnection: close\r\n\r\n".encode() + self.reply)
+
+    @staticmethod
+    def _read_request(conn: socket.socket) -> bytes:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length:\s*([0-9]+)", head)
+        while length is not None and len(body) < int(length.group(1)):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        return head
 
     def close(self) -> None:
         self._stop.set()
@@ -58,55 +77,38 @@ class Recorder:
         self.sock.close()
 
 
-class Answer(BaseHTTPRequestHandler):
-    seen: ClassVar[list[dict[str, str]]] = []
-
-    def _answer(self) -> None:
-        Answer.seen.append(dict(self.headers))
-        length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = _answer
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+ANSWER = {"jsonrpc": "2.0", "id": 1, "result": {}}
 
 
 @pytest.fixture
-def server() -> Iterator[str]:
-    Answer.seen = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+def server() -> Iterator[Loopback]:
+    listener = Loopback(json.dumps(ANSWER).encode())
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        yield listener
     finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+        listener.close()
 
 
 @pytest.fixture
-def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
-    recorder = Recorder()
+def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Loopback]:
+    listener = Loopback()
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.setenv(name, recorder.url)
+        monkeypatch.setenv(name, listener.url)
     for name in ("NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
     try:
-        yield recorder
+        yield listener
     finally:
-        recorder.close()
+        listener.close()
+
+
+def header(request: bytes, name: str) -> str | None:
+    found = re.search(rb"(?im)^" + name.encode() + rb":\s*(.*?)\r?$", request)
+    return None if found is None else found.group(1).decode()
 
 
 def test_local_starts_check_sends_the_token_to_the_runtime_only(
-    server: str, proxy: Recorder, tmp_path: Path
+    server: Loopback, proxy: Loopback, tmp_path: Path
 ) -> None:
     token = tmp_path / "mcp-token"
     token.write_text(SECRET + "\n")
@@ -117,21 +119,21 @@ def test_local_starts_check_sends_the_token_to_the_runtime_only(
         start_directory="/",
         started_at="now",
         expires_at=None,
-        mcp={"url": f"{server}/mcp", "token_path": str(token)},
+        mcp={"url": f"{server.url}/mcp", "token_path": str(token)},
         runtime_dir=str(tmp_path),
     )
     _check_answers_mcp(discovery)
-    assert [seen.get("X-Zodex-Local-Token") for seen in Answer.seen] == [SECRET]
+    assert [header(seen, "X-Zodex-Local-Token") for seen in server.received] == [SECRET]
     assert proxy.received == []
 
 
 async def test_the_terminal_viewer_sends_the_bearer_to_the_observer_only(
-    server: str, proxy: Recorder
+    server: Loopback, proxy: Loopback
 ) -> None:
-    client = ObserverClient(ObserverAccess(base_url=server, bearer=SECRET, runtime_id="r"))
+    client = ObserverClient(ObserverAccess(base_url=server.url, bearer=SECRET, runtime_id="r"))
     try:
-        assert await client.status() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        assert await client.status() == ANSWER
     finally:
         await client.aclose()
-    assert [seen.get("Authorization") for seen in Answer.seen] == [f"Bearer {SECRET}"]
+    assert [header(seen, "Authorization") for seen in server.received] == [f"Bearer {SECRET}"]
     assert proxy.received == []
