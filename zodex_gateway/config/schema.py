@@ -17,7 +17,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from zodex_protocol.limits import Limits
 
@@ -25,6 +25,12 @@ from . import kinds
 from .units import ConfigError
 
 _T = TypeVar("_T")
+# In a file that is not Local's, a key goes back to its default when its line goes.
+FILE_EMPTY_HINT: Final = "remove the line to use the default"
+
+
+def _remove_the_line(name: str) -> str:
+    return FILE_EMPTY_HINT
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,7 @@ class Schema:
         keys: Iterable[ConfigKey],
         *,
         listing: Callable[[], str],
-        empty_hint: Callable[[str], str],
+        empty_hint: Callable[[str], str] = _remove_the_line,
         refused: Mapping[str, str] | None = None,
         ordered: Iterable[tuple[str, str]] = (),
     ) -> None:

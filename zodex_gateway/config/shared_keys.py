@@ -120,5 +120,3 @@ ORDERED: Final = (
     ("session.timeout", "session.timeout-max"),
     ("output.preview", "output.inline-limit"),
 )
-# In a file that is not Local's, a key goes back to its default when its line goes.
-FILE_EMPTY_HINT: Final = "remove the line to use the default"

@@ -51,7 +51,7 @@ SPRITE_HTTP_KEYS: Final = (
     "sprite.allowed-hosts",
     "sprite.public-url",
     *(key.name for key in shared_keys.HTTP_KEYS),
-)  # fmt: skip
+)
 HOST_SCHEMA: Final = sprite_schema(
     {key.name: key for key in (*HOST_KEYS, *SPRITE_KEYS.values()) if key.name not in SPRITE_HTTP_KEYS},
     (*shared_keys.LIMIT_KEYS, *shared_keys.LOG_KEYS),
@@ -70,7 +70,6 @@ GATEWAY_SCHEMA: Final = Schema(
         *shared_keys.HTTP_KEYS,
     ),
     listing=lambda: "docs/fleet.md#gatewaytoml",
-    empty_hint=lambda name: shared_keys.FILE_EMPTY_HINT,
 )
 # One [[hosts]] table: its keys, named hosts[<i>].<key> in messages.
 HOSTS_ENTRY_SCHEMA: Final = Schema(
@@ -83,7 +82,6 @@ HOSTS_ENTRY_SCHEMA: Final = Schema(
         make_key("workspace", "path", None, "the default workdir named to the model"),
     ),
     listing=lambda: "docs/fleet.md#gatewaytoml",
-    empty_hint=lambda name: shared_keys.FILE_EMPTY_HINT,
 )
 HOSTS_ENTRY_REQUIRED: Final = ("name", "endpoint", "public-key", "signing-key", "mcp-key")
 

@@ -90,7 +90,6 @@ def sprite_schema(
     return Schema(
         (*own.values(), *shared),
         listing=lambda: listing,
-        empty_hint=lambda name: shared_keys.FILE_EMPTY_HINT,
         refused={**unused, **refused},
         ordered=shared_keys.ORDERED,
     )
