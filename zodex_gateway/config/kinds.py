@@ -61,7 +61,7 @@ _ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}", re.ASCII)
 _HOST = re.compile(r"(?:\[[0-9a-fA-F:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)(?::[0-9]{1,5})?")
 _HOST_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?", re.ASCII)
 _DNS = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", re.ASCII)
-_MAX_PORT: Final = 65535
+PORT_BOUNDS: Final = (1, 65535)  # every port: mcp.port, sprite.port, gateway.port, an endpoint's
 
 
 def shown_bytes(text: str) -> str:
@@ -139,8 +139,9 @@ def _endpoint(name: str, text: str, *, names: bool) -> str:
     address, sep, port = text.removeprefix("tcp://").rpartition(":")
     if not text.startswith("tcp://") or not sep:
         raise ConfigError(f"{name} must be tcp://<address>:<port>, got {text!r}")
-    if not port.isdigit() or not 1 <= int(port) <= _MAX_PORT:
-        raise ConfigError(f"{name}: the port must be a number from 1 to {_MAX_PORT}, got {port!r}")
+    low, high = PORT_BOUNDS
+    if not port.isdigit() or not low <= int(port) <= high:
+        raise ConfigError(f"{name}: the port must be a number from {low} to {high}, got {port!r}")
     bare = address[1:-1] if address.startswith("[") and address.endswith("]") else address
     try:
         ipaddress.ip_address(bare)

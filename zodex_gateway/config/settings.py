@@ -27,7 +27,7 @@ from zodex_system import xdg
 from .kinds import KINDS
 from .operator_command import zodex_command
 from .schema import ConfigKey, ConfigValues, Schema, load_file
-from .shared_keys import DAY_MS, ORDERED, SHARED_KEYS, make_key
+from .shared_keys import DAY_MS, ORDERED, PORT_BOUNDS, SHARED_KEYS, make_key
 from .units import ConfigError, parse_duration_ms, parse_size_bytes
 
 __all__ = [
@@ -50,7 +50,7 @@ _LOCAL_KEYS = (
     make_key("tunnel.id", "string", None, "tunnel identifier, for the tunnel command"),
     make_key("tunnel.command", "string", None, "tunnel client command line, started and stopped with Local"),
     make_key("mcp.read-only-hint", "bool", True, "mark read-only tools with readOnlyHint (docs/tools.md#annotations)"),
-    make_key("mcp.port", "int", None, "the MCP port; unset: the last one when free (docs/modes.md#a-stable-address)", bounds=(1, 65535)),
+    make_key("mcp.port", "int", None, "the MCP port; unset: the last one when free (docs/modes.md#a-stable-address)", bounds=PORT_BOUNDS),
     make_key("mcp.token", "string", "persistent", "persistent: one MCP token kept until rotated; per-start: a new one at each start", choices=("per-start", "persistent")),
     make_key("context.global-instructions", "switch", True, "include global instructions"),
     make_key("context.global-skills", "switch", True, "include global skills"),

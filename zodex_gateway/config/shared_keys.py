@@ -11,6 +11,7 @@ from typing import Final
 
 from zodex_protocol.limits import Limits
 
+from .kinds import PORT_BOUNDS as PORT_BOUNDS  # the keys give it as their range
 from .schema import ConfigKey
 
 DAY_MS: Final = 86_400_000

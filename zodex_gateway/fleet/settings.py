@@ -65,7 +65,7 @@ HOST_SCHEMA: Final = sprite_schema(
 GATEWAY_SCHEMA: Final = Schema(
     (
         make_key("gateway.address", "address", "0.0.0.0", "the IP address it listens on for MCP over HTTP"),
-        make_key("gateway.port", "int", 8080, "the TCP port", bounds=(1, 65535)),
+        make_key("gateway.port", "int", 8080, "the TCP port", bounds=shared_keys.PORT_BOUNDS),
         make_key("gateway.secret-key", "path", None, "this gateway's CURVE secret key file (required)"),
         *shared_keys.HTTP_KEYS,
     ),

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from zodex_gateway.config import shared_keys
-from zodex_gateway.config.kinds import check_account_name
 from zodex_gateway.config.schema import ConfigKey, ConfigValues, Schema, load_file, path_from_env
 from zodex_gateway.config.schema import read_document as read_toml
 from zodex_gateway.config.settings import KEYS as LOCAL_KEYS
@@ -40,7 +39,6 @@ __all__ = [
     "SPRITE_KEYS",
     "ConfigError",
     "SpriteSettings",
-    "check_account_name",
     "check_sprite_value",
     "default_config_path",
     "load_settings",
@@ -71,9 +69,10 @@ _SPRITE_ROWS: tuple[tuple[str, str, str | int | None, str], ...] = (
     ("sprite.install-dir", "path", "/opt/zodex", "the Zodex every account of the Sprite runs (bin/zodex)"),
 )
 # fmt: on
-PORT_BOUNDS: Final = (1, 65535)
 SPRITE_KEYS: dict[str, ConfigKey] = {
-    name: shared_keys.make_key(name, kind, default, about, bounds=PORT_BOUNDS if kind == "int" else None)
+    name: shared_keys.make_key(
+        name, kind, default, about, bounds=shared_keys.PORT_BOUNDS if kind == "int" else None
+    )
     for name, kind, default, about in _SPRITE_ROWS
 }
 SHARED_KEYS: tuple[str, ...] = tuple(key.name for key in shared_keys.SHARED_KEYS)
