@@ -332,7 +332,7 @@ async def test_a_waiting_call_reports_progress_and_a_cancel_ends_its_wait(sprite
     os.chown(fifo, sprite.agent.uid, sprite.agent.gid)
     url = f"{sprite.url}/mcp?key={sprite.key}"
     async with (
-        httpx.AsyncClient(verify=False, timeout=60) as http,
+        httpx2.AsyncClient(verify=False, timeout=60) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
     ):
         mcp = Mcp(client)
