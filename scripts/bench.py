@@ -57,7 +57,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import psutil
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -278,7 +278,7 @@ class Viewer:
 
     async def run(self) -> None:
         async with (
-            httpx.AsyncClient(timeout=None) as http,
+            httpx2.AsyncClient(timeout=None) as http,
             http.stream("GET", self._url, headers=self._headers) as response,
         ):
             self._ready.set()
@@ -307,7 +307,7 @@ async def local_viewer_rows(
         bearer = Path(observer["bearer_token_path"]).read_text().strip()
         headers = {"X-Zodex-Local-Token": token}
         async with (
-            httpx.AsyncClient(headers=headers, timeout=300) as http,
+            httpx2.AsyncClient(headers=headers, timeout=300) as http,
             Client(streamable_http_client(discovery["mcp"]["url"], http_client=http)) as client,
         ):
             bench = Bench(client, root)
@@ -424,9 +424,9 @@ async def fresh_connection_trivial(
     url: str, headers: dict[str, str], root: Path, workdir: Path, n: int
 ) -> list[float]:
     """Trivial calls, each over a TCP connection of its own (no keep-alive)."""
-    once = httpx.Limits(max_keepalive_connections=0)
+    once = httpx2.Limits(max_keepalive_connections=0)
     async with (
-        httpx.AsyncClient(headers=headers, timeout=300, limits=once) as http,
+        httpx2.AsyncClient(headers=headers, timeout=300, limits=once) as http,
         Client(streamable_http_client(url, http_client=http)) as client,
     ):
         bench = Bench(client, root)
@@ -504,7 +504,7 @@ class CpuMeter:
 async def http_bench(url: str) -> Any:
     """A :class:`Bench` over MCP's streamable HTTP, one keep-alive connection."""
     async with (
-        httpx.AsyncClient(timeout=300) as http,
+        httpx2.AsyncClient(timeout=300) as http,
         Client(streamable_http_client(url, http_client=http)) as client,
     ):
         yield Bench(client, Path("/"))

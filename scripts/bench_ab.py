@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import psutil
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -199,13 +199,13 @@ async def run(args: argparse.Namespace) -> None:
                 fresh_clients = {}
                 for v in variants:
                     url, headers = await stack.enter_async_context(v.local())
-                    http = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=300))
+                    http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=300))
                     http_clients[v.name] = await stack.enter_async_context(
                         Client(streamable_http_client(url, http_client=http))
                     )
                     once = await stack.enter_async_context(
-                        httpx.AsyncClient(
-                            headers=headers, timeout=300, limits=httpx.Limits(max_keepalive_connections=0)
+                        httpx2.AsyncClient(
+                            headers=headers, timeout=300, limits=httpx2.Limits(max_keepalive_connections=0)
                         )
                     )
                     fresh_clients[v.name] = await stack.enter_async_context(

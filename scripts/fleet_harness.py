@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import httpx2
 
 from zodex_gateway.fleet import keys
 from zodex_gateway.sprite.accounts import Account, lookup_user
@@ -435,8 +435,8 @@ class Gateway:
             if self.process.poll() is not None:
                 raise _exited("zodex gateway serve", self.stderr_file)
             try:
-                return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
-            except httpx.HTTPError:
+                return httpx2.get(f"{self.url}/health", timeout=2).status_code == 200
+            except httpx2.HTTPError:
                 return False
 
         wait_until(healthy, timeout=30, what="the gateway to answer /health")
@@ -504,8 +504,8 @@ class SpriteService:
             if self.process.poll() is not None:
                 raise _exited("zodex sprite serve", self.stderr_file)
             try:
-                return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
-            except httpx.HTTPError:
+                return httpx2.get(f"{self.url}/health", timeout=2).status_code == 200
+            except httpx2.HTTPError:
                 return False
 
         wait_until(healthy, timeout=30, what="the Sprite service to answer /health")

@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from tests.deploy.test_haproxy_walkthrough import HAPROXY, haproxy_config
@@ -32,7 +32,7 @@ def test_the_key_in_the_query_is_not_in_haproxys_log() -> None:
         proxy = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], stdout=out, stderr=subprocess.STDOUT)
         try:
             wait_until(lambda: _answers(front), timeout=30, what="haproxy to listen")
-            answer = httpx.post(
+            answer = httpx2.post(
                 f"http://127.0.0.1:{front}/h/b/mcp?key={KEY}",
                 headers={"Authorization": f"Bearer {KEY}"},
                 json={},
@@ -55,7 +55,7 @@ def test_the_key_in_the_query_is_not_in_haproxys_log() -> None:
 
 def _answers(port: int) -> bool:
     try:
-        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+        httpx2.get(f"http://127.0.0.1:{port}/health", timeout=2)
         return True
-    except httpx.HTTPError:
+    except httpx2.HTTPError:
         return False

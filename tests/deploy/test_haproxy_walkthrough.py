@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -200,8 +200,8 @@ def haproxy_config(path: Path, front: int, gateway_ports: dict[str, int]) -> Non
 
 def healthy(url: str) -> bool:
     try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.HTTPError:
+        return httpx2.get(url, timeout=2).status_code == 200
+    except httpx2.HTTPError:
         return False
 
 
@@ -260,8 +260,8 @@ def walk() -> Iterator[Walk]:
             def both_behind_the_front() -> bool:
                 assert front_process is not None
                 exited(front_process, "haproxy")
-                with contextlib.suppress(httpx.HTTPError):
-                    reply = httpx.get(f"http://127.0.0.1:{front}/health", timeout=2)
+                with contextlib.suppress(httpx2.HTTPError):
+                    reply = httpx2.get(f"http://127.0.0.1:{front}/health", timeout=2)
                     if reply.status_code == 200:
                         answered.add(reply.headers["x-zodex-gateway"])
                 return answered == set(ports)
@@ -282,14 +282,14 @@ async def through_front(walk: Walk, host: str) -> AsyncIterator[ClientSession]:
     """Step 6: an MCP client of haproxy's address only; each tools/call's gateway is kept."""
     key = (walk.keys / f"{host}.mcp").read_text().strip()
 
-    async def note(response: httpx.Response) -> None:
+    async def note(response: httpx2.Response) -> None:
         request = response.request
         if request.method == "POST" and request.content:
             method = json.loads(request.content).get("method", "")
             walk.seen.append((method, response.headers.get("x-zodex-gateway", "?")))
 
     async with (
-        httpx.AsyncClient(timeout=90, event_hooks={"response": [note]}) as http,
+        httpx2.AsyncClient(timeout=90, event_hooks={"response": [note]}) as http,
         streamable_http_client(f"http://127.0.0.1:{walk.front}/h/{host}/mcp?key={key}", http_client=http) as (
             read,
             write,

@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -56,7 +56,7 @@ def require_netns() -> None:
 async def mcp(gateway: Gateway, host: Host, key: str | None = None) -> AsyncIterator[ClientSession]:
     url = f"{gateway.url}/h/{host.name}/mcp?key={key or mcp_key(host)}"
     async with (
-        httpx.AsyncClient(timeout=90) as http,
+        httpx2.AsyncClient(timeout=90) as http,
         streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -105,7 +105,7 @@ async def test_a_handle_answers_only_on_its_own_host(fleet: Fleet) -> None:
 
 async def test_a_wrong_key_gets_nothing(fleet: Fleet) -> None:
     # An MCP key of another host, or none: 401 with an empty body, nothing forwarded.
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with httpx2.AsyncClient(timeout=10) as http:
         for query in (f"?key={mcp_key(fleet.b)}", "", "?key=x"):
             answer = await http.post(
                 f"{fleet.gw1.url}/h/{fleet.a.name}/mcp{query}",
@@ -180,11 +180,11 @@ async def test_exec_through_one_gateway_type_poll_and_kill_through_another(fleet
     assert again["status"] == "exited" and again["output"] == ""
 
 
-def _post(gateway: Gateway, host: Host, body: dict[str, object], session_id: str | None) -> httpx.Response:
+def _post(gateway: Gateway, host: Host, body: dict[str, object], session_id: str | None) -> httpx2.Response:
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     if session_id is not None:
         headers["Mcp-Session-Id"] = session_id
-    return httpx.post(
+    return httpx2.post(
         f"{gateway.url}/h/{host.name}/mcp?key={mcp_key(host)}", json=body, headers=headers, timeout=30
     )
 
@@ -366,7 +366,7 @@ async def test_every_tool_at_the_clients_default_revision_and_at_the_handshake(
     url = f"{fleet.gw1.url}/h/{host.name}/mcp?key={mcp_key(host)}"
     workdir = str(host.workspace)
     async with (
-        httpx.AsyncClient(timeout=90) as http,
+        httpx2.AsyncClient(timeout=90) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
     ):
         assert client.protocol_version == {"auto": "2026-07-28", "legacy": "2025-11-25"}[mode]

@@ -22,6 +22,7 @@ SERVER_MODULES = (
     "uvicorn",
     "zmq",
     "httpx",
+    "httpx2",
     "textual",
     "zodex_gateway.mcp",
     "zodex_gateway.observer",

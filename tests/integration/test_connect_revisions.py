@@ -148,6 +148,7 @@ print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
         "uvicorn",
         "zmq",
         "httpx",
+        "httpx2",
         "anyio",
         "click",
         "http",

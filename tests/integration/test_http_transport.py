@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from tests.support.gateway import GatewayEnv, HttpGateway, http_client, start_http_gateway
@@ -27,12 +27,12 @@ def gateway(genv: GatewayEnv) -> Iterator[HttpGateway]:
 
 def post(
     gw: HttpGateway, headers: dict[str, str], path: str = "/mcp", host: str | None = None
-) -> httpx.Response:
+) -> httpx2.Response:
     url = f"http://127.0.0.1:{gw.port}{path}"
     all_headers = {**ACCEPT, **headers}
     if host is not None:
         all_headers["Host"] = host
-    return httpx.post(url, headers=all_headers, content=json.dumps(INIT), timeout=10)
+    return httpx2.post(url, headers=all_headers, content=json.dumps(INIT), timeout=10)
 
 
 def test_token_file_is_private_and_long(gateway: HttpGateway, genv: GatewayEnv) -> None:
@@ -106,7 +106,7 @@ async def test_a_ten_megabyte_patch_is_applied_over_http(gateway: HttpGateway, t
 def test_a_body_that_is_not_json_gets_a_json_rpc_parse_error(gateway: HttpGateway) -> None:
     url = f"http://127.0.0.1:{gateway.port}/mcp"
     headers = {**ACCEPT, "X-Zodex-Local-Token": gateway.token}
-    response = httpx.post(url, headers=headers, content=b"this is not json", timeout=10)
+    response = httpx2.post(url, headers=headers, content=b"this is not json", timeout=10)
     assert response.status_code == 400
     assert response.json()["id"] is None and response.json()["error"]["code"] == -32700
 
@@ -116,7 +116,7 @@ def test_an_unpaired_surrogate_is_a_tool_error_naming_the_field(gateway: HttpGat
     headers = {**ACCEPT, "X-Zodex-Local-Token": gateway.token}
     call = {"name": "exec_command", "arguments": {"cmd": "echo \ud800 > made", "workdir": str(tmp_path)}}
     body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": call})  # \ud800 escaped
-    response = httpx.post(url, headers=headers, content=body, timeout=10)
+    response = httpx2.post(url, headers=headers, content=body, timeout=10)
     assert response.status_code == 200, response.text
     assert response.json() == {
         "jsonrpc": "2.0",

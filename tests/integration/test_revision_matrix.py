@@ -49,7 +49,7 @@ async def test_every_tool_gives_a_result(tmp_path: Path, transport: str, mode: s
 def test_the_http_status_of_each_kind_of_answer() -> None:
     """docs/modes.md#mcp-endpoint: a tool error is 200; a JSON-RPC error has the SDK's status
     (404 for an unknown method, 400 for an unsupported revision or a body that is not JSON)."""
-    import httpx
+    import httpx2
 
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -59,9 +59,9 @@ def test_the_http_status_of_each_kind_of_answer() -> None:
         gateway = start_http_gateway(env)
         try:
             headers = {"X-Zodex-Local-Token": gateway.token, "Accept": "application/json, text/event-stream"}
-            with httpx.Client(headers=headers, timeout=30) as http:
+            with httpx2.Client(headers=headers, timeout=30) as http:
 
-                def post(body: Any, **extra: str) -> httpx.Response:
+                def post(body: Any, **extra: str) -> httpx2.Response:
                     return http.post(
                         gateway.url,
                         content=json.dumps(body),

@@ -177,7 +177,7 @@ async def test_context_once_and_switches(tmp_path: Path) -> None:
 
 
 async def test_crash_mid_command_leaves_an_incomplete_record(tmp_path: Path) -> None:
-    import httpx
+    import httpx2
 
     with local_env() as local:
         local.run("local", "start", str(tmp_path))
@@ -194,13 +194,13 @@ async def test_crash_mid_command_leaves_an_incomplete_record(tmp_path: Path) -> 
             },
         }
         headers = {"X-Zodex-Local-Token": token, "Accept": "application/json, text/event-stream"}
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx2.AsyncClient(timeout=30) as http:
             pending = asyncio.create_task(http.post(discovery["mcp"]["url"], json=call_body, headers=headers))
             await wait_for(lambda: len(history(local)) == 1, what="the call to be recorded before it runs")
             assert history(local)[0]["status"] == "pending"
             os.kill(discovery["pid"], signal.SIGKILL)
             await wait_for(lambda: not pid_alive(discovery["pid"]), what="the runtime to die")
-            with pytest.raises(httpx.HTTPError):
+            with pytest.raises(httpx2.HTTPError):
                 await asyncio.wait_for(pending, 10)
         local.run("local", "stop")
         local.run("local", "start", str(tmp_path))

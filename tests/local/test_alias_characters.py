@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from tests.local.test_agents_and_history import call
@@ -31,7 +31,7 @@ async def test_hidden_characters_are_refused_by_the_model_and_the_board(tmp_path
             assert filler.content[0].text.startswith("alias must contain a visible character")
             flag = "\U0001f3f4\U000e0067\U000e0062\U000e0077\U000e006c\U000e0073\U000e007f Welsh docs"
             assert not (await call(mcp, "conv-b", "set_agent_alias", alias=flag)).is_error
-            async with httpx.AsyncClient(timeout=10) as client:
+            async with httpx2.AsyncClient(timeout=10) as client:
                 board = await client.put(
                     f"{base}/v1/agents/{agent}/alias", json={"alias": "Docs\u2028pass"}, headers=headers
                 )

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from tests.support.local import ZODEX, LocalEnv, connected, local_env
@@ -126,7 +126,7 @@ async def test_max_body_is_configurable_and_answered_with_a_json_rpc_413() -> No
             "Accept": "application/json, text/event-stream",
             "Content-Type": "application/json",
         }
-        async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+        async with httpx2.AsyncClient(trust_env=False, timeout=30) as client:
             too_big = await client.post(
                 discovery["mcp"]["url"], headers=headers, content=b" " * (1024**2 + 1)
             )

@@ -8,7 +8,7 @@ import signal
 import stat
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from tests.support.gateway import http_client, pid_alive, wait_for
@@ -33,7 +33,7 @@ async def test_start_serve_status_stop(tmp_path: Path) -> None:
         token = token_path.read_text().strip()
         assert len(token) == 64 and stat.S_IMODE(token_path.stat().st_mode) == 0o600
 
-        assert httpx.post(url, json={}, timeout=10).status_code == 401
+        assert httpx2.post(url, json={}, timeout=10).status_code == 401
         async with http_client(url, {"X-Zodex-Local-Token": token}) as mcp:
             assert str(tmp_path) in (mcp.client.instructions or "") or os.path.realpath(tmp_path) in (
                 mcp.client.instructions or ""

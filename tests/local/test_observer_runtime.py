@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from tests.local.test_agents_and_history import call
@@ -22,9 +22,9 @@ def observer(local: LocalEnv) -> tuple[str, str]:
     return local.discovery()["observability"]["base_url"], observer_bearer(local)
 
 
-def get(local: LocalEnv, path: str, bearer: str | None = None) -> httpx.Response:
+def get(local: LocalEnv, path: str, bearer: str | None = None) -> httpx2.Response:
     base, current = observer(local)
-    return httpx.get(f"{base}{path}", headers={"Authorization": f"Bearer {bearer or current}"}, timeout=10)
+    return httpx2.get(f"{base}{path}", headers={"Authorization": f"Bearer {bearer or current}"}, timeout=10)
 
 
 def of_type(stream: SseStream, event_type: str, presentation_id: str | None = None) -> list[dict[str, Any]]:
@@ -51,7 +51,7 @@ async def test_discovery_advertises_the_observer_behind_a_bearer(tmp_path: Path)
         assert status.status_code == 200 and status.json()["runtime_id"] == discovery["runtime_id"]
         assert status.headers["cache-control"] == "no-store"
         assert "access-control-allow-origin" not in status.headers
-        anonymous = httpx.get(f"{info['base_url']}/v1/status", timeout=10)
+        anonymous = httpx2.get(f"{info['base_url']}/v1/status", timeout=10)
         assert anonymous.status_code == 401 and anonymous.json() == {
             "schema_version": 1,
             "error": "missing or wrong bearer token",
@@ -193,7 +193,7 @@ async def test_alias_edits_reach_viewers_and_the_model_side_agrees(tmp_path: Pat
             named = await call(mcp, "conv-alias", "set_agent_alias", alias="From the model")
             agent = named.structured_content["agent_id"]
             async with sse(base, bearer, f"?agent_id={agent}") as stream:
-                reply = httpx.put(
+                reply = httpx2.put(
                     f"{base}/v1/agents/{agent}/alias",
                     json={"alias": "From the board"},
                     headers={"Authorization": f"Bearer {bearer}"},

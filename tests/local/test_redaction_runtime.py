@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import zstandard
 
@@ -38,7 +38,7 @@ def stored_bytes(local: LocalEnv) -> bytes:
 
 def observer_json(local: LocalEnv, path: str) -> Any:
     base = local.discovery()["observability"]["base_url"]
-    reply = httpx.get(
+    reply = httpx2.get(
         f"{base}{path}", headers={"Authorization": f"Bearer {observer_bearer(local)}"}, timeout=10
     )
     assert reply.status_code == 200, reply.text

@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from tests.local.test_agents_and_history import call
@@ -120,7 +120,7 @@ async def test_an_alias_set_through_the_observer_api_is_stored_redacted(tmp_path
         async with connected(local) as mcp:
             labelled = await call(mcp, "conv-a", "set_agent_alias", alias="first label")
         agent_id = labelled.structured_content["agent_id"]
-        reply = httpx.put(
+        reply = httpx2.put(
             f"{discovery['observability']['base_url']}/v1/agents/{agent_id}/alias",
             json={"alias": f"k {token}"},
             headers={"Authorization": f"Bearer {observer_bearer(local)}"},

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from tests.support.gateway import pid_alive, wait_for
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(120)
 ACCEPT = "application/json, text/event-stream"
 
 
-def post(local: LocalEnv, body: dict[str, Any], session: str | None = None) -> httpx.Response:
+def post(local: LocalEnv, body: dict[str, Any], session: str | None = None) -> httpx2.Response:
     discovery = local.discovery()
     headers = {
         "X-Zodex-Local-Token": Path(discovery["mcp"]["token_path"]).read_text().strip(),
@@ -29,7 +29,7 @@ def post(local: LocalEnv, body: dict[str, Any], session: str | None = None) -> h
     }
     if session:
         headers["Mcp-Session-Id"] = session
-    return httpx.post(discovery["mcp"]["url"], json=body, headers=headers, timeout=20)
+    return httpx2.post(discovery["mcp"]["url"], json=body, headers=headers, timeout=20)
 
 
 def initialize(local: LocalEnv) -> str:
@@ -43,7 +43,7 @@ def initialize(local: LocalEnv) -> str:
     return response.headers.get("mcp-session-id", "")
 
 
-def exec_call(local: LocalEnv, session: str, workdir: Path) -> httpx.Response:
+def exec_call(local: LocalEnv, session: str, workdir: Path) -> httpx2.Response:
     params = {"name": "exec_command", "arguments": {"cmd": "echo hi", "workdir": str(workdir)}}
     return post(local, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}, session)
 
@@ -58,7 +58,7 @@ async def test_a_runtime_killed_by_sigbus_is_reported_crashed(tmp_path: Path) ->
         # history access touches pages the file no longer has, and the kernel sends SIGBUS.
         shm = local.root / "state" / "zodex" / "local" / "history" / "history.sqlite3-shm"
         os.truncate(shm, 0)
-        with pytest.raises(httpx.HTTPError):
+        with pytest.raises(httpx2.HTTPError):
             exec_call(local, session, tmp_path)
         await wait_for(lambda: not pid_alive(pid), what="the runtime to die of SIGBUS")
 

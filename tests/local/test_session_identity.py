@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import httpx2
 import pytest
 from mcp import Client
@@ -81,12 +80,12 @@ async def handshake(local: LocalEnv, session: str | None = None) -> AsyncIterato
 
 def post(
     local: LocalEnv, body: dict[str, Any], *, method: str = "POST", session: str | None = None
-) -> httpx.Response:
+) -> httpx2.Response:
     token, url = token_and_url(local)
     headers = {"X-Zodex-Local-Token": token, "Accept": ACCEPT, "Content-Type": "application/json"}
     if session is not None:
         headers["Mcp-Session-Id"] = session
-    return httpx.request(method, url, content=json.dumps(body), headers=headers, timeout=20)
+    return httpx2.request(method, url, content=json.dumps(body), headers=headers, timeout=20)
 
 
 def tool_call(name: str, **arguments: Any) -> dict[str, Any]:

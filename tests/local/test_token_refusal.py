@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from tests.support.local import ZODEX, local_env
@@ -41,7 +41,7 @@ def test_a_refused_request_names_the_command_and_oauth_probes_get_no_invitation(
         url = local.discovery()["mcp"]["url"]
         token = Path(local.discovery()["mcp"]["token_path"]).read_text().strip()
         base = url.removesuffix("/mcp")
-        with httpx.Client(timeout=10) as http:
+        with httpx2.Client(timeout=10) as http:
             for headers in ({}, {"X-Zodex-Local-Token": "x" * 64}, {"Authorization": "Bearer " + "y" * 64}):
                 refused = http.post(url, json=INITIALIZE, headers={**ACCEPT, **headers})
                 assert refused.status_code == 401, refused.text

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from tests.support.local import ZODEX, LocalEnv, observer_bearer
@@ -114,7 +114,7 @@ class Inspector:
 def observer_get(local: LocalEnv, path: str) -> Any:
     """A GET on the running runtime's observer API, with its bearer."""
     base = local.discovery()["observability"]["base_url"]
-    response = httpx.get(
+    response = httpx2.get(
         f"{base}{path}", headers={"Authorization": f"Bearer {observer_bearer(local)}"}, timeout=10
     )
     response.raise_for_status()

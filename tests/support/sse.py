@@ -1,7 +1,7 @@
 """Reading server-sent events the way a viewer does: frames of ``id:`` and ``data:`` lines.
 
-Hand-written, not httpx-sse as in the terminal viewer: these tests also check the comments
-(``: connected``, ``: keepalive``), which httpx-sse drops."""
+Hand-written, not httpx2's parser as in the terminal viewer: these tests also check the
+comments (``: connected``, ``: keepalive``), which that parser drops."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
+import httpx2
 
 
 class SseStream:
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: httpx2.Response) -> None:
         self.response = response
         self.events: list[dict[str, Any]] = []
         self.ids: list[int] = []
@@ -68,7 +68,7 @@ async def sse(
     base_url: str, bearer: str, query: str = "", headers: dict[str, str] | None = None
 ) -> AsyncIterator[SseStream]:
     async with (
-        httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client,
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30.0)) as client,
         client.stream(
             "GET",
             f"{base_url}/v1/events{query}",

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 from tests.support.local import LocalEnv
 
@@ -30,7 +30,7 @@ async def unattributed_call(local: LocalEnv, tool: str, **arguments: Any) -> dic
         "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": PROTOCOL_VERSION,
     }
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx2.AsyncClient(timeout=30) as client:
         response = await client.post(mcp["url"], json=body, headers=headers)
     assert response.status_code == 200, response.text
     assert "mcp-session-id" not in response.headers, "a call without initialize gets no session"

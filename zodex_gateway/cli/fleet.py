@@ -11,13 +11,13 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from zodex_gateway.config.schema import path_from_env
 from zodex_gateway.config.units import ConfigError
 from zodex_gateway.fleet.settings import (
     DEFAULT_GATEWAY_CONFIG,
     DEFAULT_HOST_CONFIG,
     GATEWAY_CONFIG_ENV,
     HOST_CONFIG_ENV,
-    default_path,
     load_gateway_settings,
     load_host_settings,
 )
@@ -58,7 +58,7 @@ class _ConfigFile:
     def load(self, command: str, loader: Callable[[Path], _S], given: Path | None) -> _S:
         """The settings, or the loader's refusal as ``zodex <command>``'s one line."""
         try:
-            return loader(_absolute(given or default_path(self.env, self.default)))
+            return loader(_absolute(given or path_from_env(self.env, self.default)))
         except ConfigError as exc:
             click.echo(f"zodex {command}: {exc}", err=True)
             sys.exit(1)

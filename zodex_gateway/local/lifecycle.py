@@ -136,7 +136,7 @@ def _read_ready(fd: int) -> str:
 
 
 def _check_answers_mcp(discovery: Discovery) -> None:
-    import httpx  # only `start` talks HTTP
+    import httpx2  # only `start` talks HTTP
 
     token = Path(discovery.mcp["token_path"]).read_text().strip()
     body = {
@@ -150,13 +150,14 @@ def _check_answers_mcp(discovery: Discovery) -> None:
         },
     }
     try:
-        response = httpx.post(
+        response = httpx2.post(
             discovery.mcp["url"],
             json=body,
             headers={"X-Zodex-Local-Token": token, "Accept": "application/json, text/event-stream"},
             timeout=10,
+            trust_env=False,  # an HTTP(S)_PROXY of the environment must never see the token
         )
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         raise LocalError(str(exc)) from exc
     if response.status_code != 200 or "result" not in response.json():
         raise LocalError(f"HTTP {response.status_code}")

@@ -12,8 +12,8 @@ agent that took the port (the service stopped, say) is never sent the key.
 With TLS the certificate of the config is the trust anchor and the host name is not
 checked: the check talks to loopback, not to the name the certificate was made for.
 
-The MCP SDK's HTTP transport takes an ``httpx2`` client (the SDK's own dependency), which is
-how the TLS trust anchor reaches it.
+The MCP SDK's HTTP transport takes an ``httpx2`` client (Zodex's one HTTP client,
+docs/architecture.md#dependencies), which is how the TLS trust anchor reaches it.
 """
 
 from __future__ import annotations

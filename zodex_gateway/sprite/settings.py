@@ -1,30 +1,29 @@
 """Sprite mode's settings: ``/etc/zodex/config.toml`` (docs/sprite.md#config).
 
-The file uses Local's syntax and machinery (``zodex_gateway.config``): dotted kebab-case
-keys, the part before the dot a TOML table. Sprite's own keys live in ``[sprite]``; Local's
-limit keys (``session.*``, ``output.*``, ``worker.*``, ``limits.*``, ``mcp.max-body``,
-``http.*``) keep their names, defaults and validation. Keys that mean nothing in Sprite
-(history, tunnel, context, ``mcp.read-only-hint``) are refused as unknown, so an operator
-never believes a setting works when it is ignored.
+The file is read by the parser every mode uses (``zodex_gateway.config.schema``): dotted
+kebab-case keys, the part before the dot a TOML table. Sprite's own keys live in
+``[sprite]``; the shared keys (``config.shared_keys``: limits, ``session.cgroups``,
+``mcp.max-body``, ``http.*``, ``log.*``) keep Local's names, defaults and checks. Local's
+keys that mean nothing in Sprite (history, tunnel, context, ``mcp.read-only-hint``) are
+refused as such, so an operator never believes a setting works when it is ignored.
 
 Only non-secret settings live here: the key has its own ``0600`` file (``key_file``).
 """
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
-import os
-import re
 import socket
-import tomllib
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from zodex_gateway.config.settings import KEYS, LocalConfig
+from zodex_gateway.config import shared_keys
+from zodex_gateway.config.schema import ConfigKey, ConfigValues, Schema, load_file, path_from_env
+from zodex_gateway.config.schema import read_document as read_toml
+from zodex_gateway.config.settings import KEYS as LOCAL_KEYS
 from zodex_gateway.config.units import ConfigError
 from zodex_protocol.limits import Limits
 
@@ -35,12 +34,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CONFIG_ENV",
     "DEFAULT_CONFIG_PATH",
+    "SCHEMA",
     "SHARED_KEYS",
     "SPRITE_KEYS",
     "ConfigError",
-    "SpriteKey",
     "SpriteSettings",
-    "check_account_name",
     "check_sprite_value",
     "default_config_path",
     "load_settings",
@@ -49,18 +47,10 @@ __all__ = [
 
 CONFIG_ENV: Final = "ZODEX_SPRITE_CONFIG"
 DEFAULT_CONFIG_PATH: Final = Path("/etc/zodex/config.toml")
+MISSING_HINT: Final = "run `zodex sprite setup` first"
 # The installation's Python and its zodex command, relative to sprite.install-dir.
 WORKER_PYTHON: Final = Path("bin/python3")
 INSTALLED_ZODEX: Final = Path("bin/zodex")
-
-
-@dataclass(frozen=True)
-class SpriteKey:
-    name: str
-    kind: str  # "string", "path", "int", "hosts", "url", "account", "address"
-    default: str | int | None
-    description: str
-
 
 # fmt: off
 _SPRITE_ROWS: tuple[tuple[str, str, str | int | None, str], ...] = (
@@ -79,110 +69,74 @@ _SPRITE_ROWS: tuple[tuple[str, str, str | int | None, str], ...] = (
     ("sprite.install-dir", "path", "/opt/zodex", "the Zodex every account of the Sprite runs (bin/zodex)"),
 )
 # fmt: on
-SPRITE_KEYS: dict[str, SpriteKey] = {row[0]: SpriteKey(*row) for row in _SPRITE_ROWS}
+SPRITE_KEYS: dict[str, ConfigKey] = {
+    name: shared_keys.make_key(
+        name, kind, default, about, bounds=shared_keys.PORT_BOUNDS if kind == "int" else None
+    )
+    for name, kind, default, about in _SPRITE_ROWS
+}
+SHARED_KEYS: tuple[str, ...] = tuple(key.name for key in shared_keys.SHARED_KEYS)
+UNUSED_LOCAL_KEY: Final = "is a Local key that Sprite does not use; remove it"
 
-_SHARED_PREFIXES = ("session.", "output.", "worker.", "limits.", "http.", "log.")
-SHARED_KEYS: tuple[str, ...] = tuple(
-    name for name in KEYS if name.startswith(_SHARED_PREFIXES) or name == "mcp.max-body"
-)
 
-# useradd's portable subset: lowercase, starts with a letter or underscore, at most 32.
-_ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}", re.ASCII)
-_HOST = re.compile(r"(?:\[[0-9a-fA-F:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)(?::[0-9]{1,5})?")
-_MAX_PORT = 65535
+def sprite_schema(
+    own: Mapping[str, ConfigKey], shared: tuple[ConfigKey, ...], refused: Mapping[str, str], listing: str
+) -> Schema:
+    """A schema of Sprite's kind (Sprite's and a fleet host's): Local's keys it does not take
+    refused as Local's, besides ``refused``."""
+    taken = {*own, *(key.name for key in shared)}
+    unused = {name: UNUSED_LOCAL_KEY for name in LOCAL_KEYS if name not in taken}
+    return Schema(
+        (*own.values(), *shared),
+        listing=lambda: listing,
+        refused={**unused, **refused},
+        ordered=shared_keys.ORDERED,
+    )
+
+
+SCHEMA: Final = sprite_schema(SPRITE_KEYS, shared_keys.SHARED_KEYS, {}, "docs/sprite.md#config")
 
 
 def default_config_path() -> Path:
     """``$ZODEX_SPRITE_CONFIG`` when set (absolute), else ``/etc/zodex/config.toml``."""
-    value = os.environ.get(CONFIG_ENV, "")
-    return Path(value) if value else DEFAULT_CONFIG_PATH
-
-
-def check_account_name(name: str, what: str = "account name") -> str:
-    if not _ACCOUNT.fullmatch(name):
-        raise ConfigError(
-            f"{what} {name!r} is not a valid account name (lowercase letters, digits, _ and -, "
-            "starting with a letter or _, at most 32 characters)"
-        )
-    if name == "root":
-        raise ConfigError(f"{what} cannot be root")
-    return name
-
-
-def _check_path(name: str, text: str) -> str:
-    if not text.startswith("/"):
-        raise ConfigError(f"{name} must be an absolute path, got {text!r}")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
-        raise ConfigError(f"{name} must be a single line without control characters")
-    pure = PurePosixPath(text)
-    if ".." in pure.parts:
-        raise ConfigError(f"{name} must not contain '..', got {text!r}")
-    if str(pure) == "/":
-        raise ConfigError(f"{name} cannot be /")
-    return str(pure)
-
-
-def _check_port(name: str, raw: object) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int | str):
-        raise ConfigError(f"{name}: expected a port number, got {raw!r}")
-    text = str(raw).strip()
-    if not re.fullmatch(r"[0-9]{1,6}", text, re.ASCII) or not 1 <= int(text) <= _MAX_PORT:
-        raise ConfigError(f"{name} must be a port number from 1 to {_MAX_PORT}, got {text!r}")
-    return int(text)
-
-
-def _check_url(name: str, text: str) -> str:
-    parts = urllib.parse.urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{name} must be an http:// or https:// URL with a host, got {text!r}")
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise ConfigError(f"{name} must not carry a query, a fragment or credentials, got {text!r}")
-    try:
-        parts.port  # noqa: B018 - raises on a port out of range
-    except ValueError:
-        raise ConfigError(f"{name} has a bad port: {text!r}") from None
-    if any(ch.isspace() or ord(ch) < 0x20 for ch in text):
-        raise ConfigError(f"{name} must not contain blanks or control characters")
-    return text.rstrip("/")
-
-
-def _check_hosts(name: str, text: str) -> tuple[str, ...]:
-    hosts = tuple(part.strip().lower() for part in text.split(","))
-    for host in hosts:
-        if not _HOST.fullmatch(host):
-            raise ConfigError(f"{name}: {host!r} is not host or host:port")
-    return hosts
+    return path_from_env(CONFIG_ENV, DEFAULT_CONFIG_PATH)
 
 
 def check_sprite_value(name: str, raw: object) -> object:
     """One ``[sprite]`` value as the file or a ``setup`` flag gives it, checked and typed."""
-    key = SPRITE_KEYS[name]
-    if key.kind == "int":
-        return _check_port(name, raw)
-    if not isinstance(raw, str):
-        raise ConfigError(f"{name}: expected a string, got {raw!r}")
-    if not raw.strip():
-        raise ConfigError(f"{name}: empty value; remove the line to use the default")
-    if key.kind == "path":
-        return _check_path(name, raw)
-    if key.kind == "account":
-        return check_account_name(raw, name)
-    if key.kind == "url":
-        return _check_url(name, raw)
-    if key.kind == "hosts":
-        return _check_hosts(name, raw)
-    if key.kind == "address":
-        try:
-            return str(ipaddress.ip_address(raw.strip()))
-        except ValueError:
-            raise ConfigError(
-                f"{name} must be an IP address such as 0.0.0.0 or 127.0.0.1, got {raw!r}"
-            ) from None
-    raise AssertionError(f"unhandled kind {key.kind}")
+    return SCHEMA.from_toml(SPRITE_KEYS[name].name, raw)
+
+
+# The fields of a service with an HTTP listener (Sprite's, a fleet gateway's) and their keys.
+LISTENER_FIELDS: Final = {
+    "max_body": "mcp.max-body",
+    "header_timeout_ms": "http.header-timeout",
+    "max_pending_connections": "http.max-pending-connections",
+}
+
+
+def listener_fields(values: ConfigValues) -> dict[str, Any]:
+    return {field: values.get(name) for field, name in LISTENER_FIELDS.items()}
 
 
 @dataclass(frozen=True)
-class SpriteSettings:
+class ListenerFields:
+    max_body: int
+    header_timeout_ms: int
+    max_pending_connections: int
+
+    def listener_limits(self) -> ListenerLimits:
+        from zodex_gateway.web.listener_limits import ListenerLimits
+
+        return ListenerLimits(
+            header_timeout_s=self.header_timeout_ms / 1000,
+            max_pending=self.max_pending_connections,
+            max_body=self.max_body,
+        )
+
+
+@dataclass(frozen=True)
+class SpriteSettings(ListenerFields):
     config_path: Path
     address: str
     port: int
@@ -198,9 +152,6 @@ class SpriteSettings:
     runtime_dir: Path
     install_dir: Path
     limits: Limits
-    max_body: int
-    header_timeout_ms: int
-    max_pending_connections: int
     cgroups: bool
     log_max_bytes: int
     log_keep: int
@@ -251,102 +202,53 @@ class SpriteSettings:
     def connector_url(self, key: str) -> str:
         return f"{self.base_url()}/mcp?key={urllib.parse.quote(key, safe='')}"
 
-    def listener_limits(self) -> ListenerLimits:
-        from zodex_gateway.web.listener_limits import ListenerLimits
 
-        return ListenerLimits(
-            header_timeout_s=self.header_timeout_ms / 1000,
-            max_pending=self.max_pending_connections,
-            max_body=self.max_body,
+def settings_from(values: ConfigValues, config_path: Path) -> SpriteSettings:
+    """Settings from values read by a schema of Sprite's kind; the keys a host's schema does
+    not take (HTTP's) have their defaults, which a host never uses."""
+    read = ConfigValues(SCHEMA, values.values)
+    if (read.path("sprite.tls-cert") is None) != (read.path("sprite.tls-key") is None):
+        raise ConfigError("sprite.tls-cert and sprite.tls-key go together: set both or neither")
+    if read.text("sprite.service-user") == read.text("sprite.agent-user"):
+        raise ConfigError("sprite.service-user and sprite.agent-user must be different accounts")
+    if read.text("sprite.group") == read.text("sprite.agent-user"):
+        raise ConfigError(
+            "sprite.group must not be the agent's own group: the agent must not read the config"
         )
 
+    return SpriteSettings(config_path=config_path, limits=read.limits(), **_fields(read))
 
-def _unknown(name: str) -> ConfigError:
-    if name in KEYS:
-        return ConfigError(f"{name} is a Local key that Sprite does not use; remove it")
-    known = [*SPRITE_KEYS, *SHARED_KEYS]
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-    hint = f"did you mean {', '.join(close)}?" if close else "docs/sprite.md#config lists every key"
-    return ConfigError(f"unknown key {name!r}; {hint}")
+
+# SpriteSettings' fields from the shared keys; Sprite's own keys give theirs by name
+# (sprite.tls-cert: tls_cert).
+_SHARED_FIELDS: Final = {
+    **LISTENER_FIELDS,
+    "cgroups": "session.cgroups",
+    "log_max_bytes": "log.max-size",
+    "log_keep": "log.keep",
+}
+
+
+def _fields(read: ConfigValues) -> dict[str, Any]:
+    """The effective values, typed by the schema; paths as ``Path``, hosts as a tuple."""
+    by_kind: dict[str, Callable[[str], object]] = {"path": read.path, "hosts": read.words}
+    own = {
+        name.removeprefix("sprite.").replace("-", "_"): by_kind.get(key.kind, read.get)(name)
+        for name, key in SPRITE_KEYS.items()
+    }
+    return {**own, **{field: read.get(name) for field, name in _SHARED_FIELDS.items()}}
 
 
 def parse_document(document: Mapping[str, Any], config_path: Path) -> SpriteSettings:
     """Settings from a parsed TOML document; raises ConfigError naming the key."""
-    sprite: dict[str, object] = {}
-    shared: dict[str, dict[str, object]] = {}
-    for section, table in document.items():
-        if not isinstance(table, dict):
-            raise _unknown(section)
-        for leaf, raw in table.items():
-            name = f"{section}.{leaf}"
-            if name in SPRITE_KEYS:
-                sprite[name] = check_sprite_value(name, raw)
-            elif name in SHARED_KEYS:
-                shared.setdefault(section, {})[leaf] = raw
-            else:
-                raise _unknown(name)
-    local = LocalConfig.from_document(shared)
-
-    def value(name: str) -> Any:
-        return sprite.get(name, SPRITE_KEYS[name].default)
-
-    def path(name: str) -> Path | None:
-        found = value(name)
-        return None if found is None else Path(found)
-
-    if (path("sprite.tls-cert") is None) != (path("sprite.tls-key") is None):
-        raise ConfigError("sprite.tls-cert and sprite.tls-key go together: set both or neither")
-    accounts = {k: value(k) for k in ("sprite.service-user", "sprite.agent-user")}
-    if len(set(accounts.values())) < len(accounts):
-        raise ConfigError("sprite.service-user and sprite.agent-user must be different accounts")
-    if value("sprite.group") == value("sprite.agent-user"):
-        raise ConfigError(
-            "sprite.group must not be the agent's own group: the agent must not read the config"
-        )
-    hosts = value("sprite.allowed-hosts")
-    return SpriteSettings(
-        config_path=config_path,
-        address=value("sprite.address"),
-        port=value("sprite.port"),
-        tls_cert=path("sprite.tls-cert"),
-        tls_key=path("sprite.tls-key"),
-        allowed_hosts=() if hosts is None else hosts,
-        public_url=value("sprite.public-url"),
-        service_user=value("sprite.service-user"),
-        agent_user=value("sprite.agent-user"),
-        group=value("sprite.group"),
-        workspace=Path(value("sprite.workspace")),
-        state_dir=Path(value("sprite.state-dir")),
-        runtime_dir=Path(value("sprite.runtime-dir")),
-        install_dir=Path(value("sprite.install-dir")),
-        limits=local.limits(),
-        max_body=local.size_bytes("mcp.max-body"),
-        header_timeout_ms=local.duration_ms("http.header-timeout"),
-        max_pending_connections=local.integer("http.max-pending-connections"),
-        cgroups=local.flag("session.cgroups"),
-        log_max_bytes=local.size_bytes("log.max-size"),
-        log_keep=local.integer("log.keep"),
-    )
+    return settings_from(SCHEMA.read(document), config_path)
 
 
 def read_document(path: Path) -> dict[str, Any]:
     """The file parsed as TOML; a missing file is an error (Sprite has no implicit config)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file; run `zodex sprite setup` first") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return read_toml(path, MISSING_HINT)
 
 
 def load_settings(path: Path) -> SpriteSettings:
     """Raises ConfigError with one line naming the file and the problem."""
-    document = read_document(path)
-    try:
-        return parse_document(document, path)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+    return load_file(path, MISSING_HINT, lambda document: parse_document(document, path))

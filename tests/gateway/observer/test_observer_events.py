@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import uvicorn
 
@@ -152,7 +152,7 @@ async def test_a_last_event_id_from_before_a_restart_starts_with_a_gap(
 
 async def test_bad_event_parameters_are_400(store: HistoryStore) -> None:
     hub = EventHub()
-    async with serving(store, hub) as url, httpx.AsyncClient() as client:
+    async with serving(store, hub) as url, httpx2.AsyncClient() as client:
         auth = {"Authorization": f"Bearer {BEARER}"}
         bad = await client.get(f"{url}/v1/events?include_output=maybe", headers=auth)
         assert bad.status_code == 400 and "include_output" in bad.json()["error"]

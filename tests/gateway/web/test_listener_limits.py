@@ -11,7 +11,7 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from tests.support.gateway import wait_for
@@ -62,8 +62,8 @@ def closed_by_server(conn: socket.socket) -> bool:
         return True
 
 
-async def get(port: int) -> httpx.Response:
-    async with httpx.AsyncClient(trust_env=False, timeout=5) as client:
+async def get(port: int) -> httpx2.Response:
+    async with httpx2.AsyncClient(trust_env=False, timeout=5) as client:
         return await client.get(f"http://127.0.0.1:{port}/")
 
 

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -57,8 +57,8 @@ def serving(argv: list[str], port: int) -> Iterator[subprocess.Popen[str]]:
         if service.poll() is not None:
             raise AssertionError(f"serve exited {service.returncode}: {service.stderr.read()}")  # type: ignore[union-attr]
         try:
-            return httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
-        except httpx.HTTPError:
+            return httpx2.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+        except httpx2.HTTPError:
             return False
 
     try:
@@ -112,7 +112,7 @@ async def test_setup_installs_a_zodex_that_serves_as_a_new_operator_runs_it(spri
     key = sprite.key_file.read_text().strip()
     with serving([str(zodex), "sprite", "serve", "--config", str(sprite.config)], port):
         async with (
-            httpx.AsyncClient(timeout=30) as http,
+            httpx2.AsyncClient(timeout=30) as http,
             streamable_http_client(f"http://127.0.0.1:{port}/mcp?key={key}", http_client=http) as (
                 read,
                 write,

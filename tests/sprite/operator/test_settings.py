@@ -124,9 +124,10 @@ def test_only_locals_limit_keys_are_shared() -> None:
 
 
 REFUSED = [
-    ("[sprite]\nport = 0\n", "sprite.port must be a port number from 1 to 65535, got '0'"),
-    ("[sprite]\nport = 65536\n", "sprite.port must be a port number from 1 to 65535, got '65536'"),
-    ("[sprite]\nport = true\n", "sprite.port: expected a port number, got True"),
+    ("[sprite]\nport = 0\n", "sprite.port: 0 is below the minimum 1"),
+    ("[sprite]\nport = 65536\n", "sprite.port: 65536 is above the maximum 65535"),
+    ("[sprite]\nport = true\n", "sprite.port: expected a whole number, got True"),
+    ('[sprite]\nport = "http"\n', "sprite.port: expected a whole number written as plain digits"),
     ('[sprite]\nworkspace = "ws"\n', "sprite.workspace must be an absolute path, got 'ws'"),
     ('[sprite]\nstate-dir = "/a/../b"\n', "sprite.state-dir must not contain '..'"),
     ('[sprite]\ninstall-dir = ""\n', "sprite.install-dir: empty value; remove the line to use the default"),

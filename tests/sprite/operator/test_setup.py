@@ -115,9 +115,12 @@ def tree(root: Path) -> dict[str, tuple[int, int, int, bytes | None]]:
 
 BAD_INPUTS = [
     (["--workspace", "relative/ws"], "sprite.workspace must be an absolute path, got 'relative/ws'"),
-    (["--port", "0"], "sprite.port must be a port number from 1 to 65535, got '0'"),
-    (["--port", "70000"], "sprite.port must be a port number from 1 to 65535, got '70000'"),
-    (["--port", "http"], "sprite.port must be a port number from 1 to 65535, got 'http'"),
+    (["--port", "0"], "sprite.port: 0 is below the minimum 1"),
+    (["--port", "70000"], "sprite.port: 70000 is above the maximum 65535"),
+    (
+        ["--port", "http"],
+        "sprite.port: expected a whole number written as plain digits (e.g. 16000), got 'http'",
+    ),
     (["--tls-cert", "/etc/hostname"], "sprite.tls-cert and sprite.tls-key go together: set both or neither"),
     (["--agent-user", "Not Valid"], "sprite.agent-user 'Not Valid' is not a valid account name"),
     (["--agent-user", "root"], "sprite.agent-user cannot be root"),

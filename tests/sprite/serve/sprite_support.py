@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -140,11 +140,11 @@ class Sprite:
         try:
             with self.client() as http:
                 return http.get("/health").status_code == 200
-        except httpx.HTTPError:
+        except httpx2.HTTPError:
             return False
 
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, verify=False, timeout=10)
+    def client(self) -> httpx2.Client:
+        return httpx2.Client(base_url=self.url, verify=False, timeout=10)
 
     def stop(self) -> int | None:
         if self.process is None:
@@ -166,7 +166,7 @@ class Sprite:
     async def mcp(self, key: str | None = None) -> AsyncIterator[ClientSession]:
         url = f"{self.url}/mcp?key={key or self.key}"
         async with (
-            httpx.AsyncClient(verify=False, timeout=30) as http,
+            httpx2.AsyncClient(verify=False, timeout=30) as http,
             streamable_http_client(url, http_client=http) as (read, write),
             ClientSession(read, write) as session,
         ):

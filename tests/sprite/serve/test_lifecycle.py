@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from tests.sprite.serve.sprite_support import agent_processes, sprite_setup, tool_json
@@ -38,7 +38,7 @@ def test_a_missing_or_guessable_key_refuses_to_start(content: str | None, reason
         assert done.returncode == 1
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and reason in lines[0] and "rotate-key" in lines[0], done.stderr
-        with httpx.Client() as http, pytest.raises(httpx.ConnectError):
+        with httpx2.Client() as http, pytest.raises(httpx2.ConnectError):
             http.get(f"http://127.0.0.1:{sprite.port}/health")
 
 
@@ -80,7 +80,7 @@ async def test_tls_with_a_self_signed_certificate() -> None:
         assert sprite.url.startswith("https://")
         with sprite.client() as http:
             assert http.get("/health").json()["component"] == "zodex-sprite"
-        with httpx.Client() as plain, pytest.raises(httpx.HTTPError):
+        with httpx2.Client() as plain, pytest.raises(httpx2.HTTPError):
             plain.get(f"http://127.0.0.1:{sprite.port}/health")
         async with sprite.mcp() as mcp:
             result = tool_json(await mcp.call_tool("exec_command", {"cmd": "id -un", "workdir": "/"}))

@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -274,7 +274,7 @@ async def test_every_tool_at_the_clients_default_revision_and_at_the_handshake(
     handshake, through the key in the URL: results, never errors."""
     url = f"{sprite.url}/mcp?key={sprite.key}"
     async with (
-        httpx.AsyncClient(verify=False, timeout=30) as http,
+        httpx2.AsyncClient(verify=False, timeout=30) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
     ):
         assert client.protocol_version == {"auto": "2026-07-28", "legacy": "2025-11-25"}[mode]
@@ -332,7 +332,7 @@ async def test_a_waiting_call_reports_progress_and_a_cancel_ends_its_wait(sprite
     os.chown(fifo, sprite.agent.uid, sprite.agent.gid)
     url = f"{sprite.url}/mcp?key={sprite.key}"
     async with (
-        httpx.AsyncClient(verify=False, timeout=60) as http,
+        httpx2.AsyncClient(verify=False, timeout=60) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
     ):
         mcp = Mcp(client)

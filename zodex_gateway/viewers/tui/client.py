@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-import httpx
-from httpx_sse import EventSource, ServerSentEvent
+import httpx2
+from httpx2 import EventSource, ServerSentEvent
 
 if TYPE_CHECKING:
     # Only a type here: the viewer gets the access object from its caller.
@@ -20,6 +20,8 @@ PAGE_LIMIT: Final = 100
 # The hub sends a keepalive comment every 15 s: three missed ones mean the link is dead.
 EVENTS_READ_TIMEOUT: Final = 45.0
 REQUEST_TIMEOUT: Final = 10.0
+# A frame larger than a subscriber's whole queue (docs/observer.md) cannot come from the hub.
+MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
 
 
 class ObserverError(Exception):
@@ -56,7 +58,7 @@ class ServerEvent:
 
 
 def decode_event(sse: ServerSentEvent) -> ServerEvent | None:
-    """One frame of the stream (httpx-sse has skipped the comments and joined its ``data:``
+    """One frame of the stream (the SSE parser has skipped the comments and joined its ``data:``
     lines); None for a frame that is not a JSON object: one bad frame must not end the
     stream. Its ``id:`` is the event's ``sequence``, which a reconnect resumes from."""
     try:
@@ -75,13 +77,14 @@ class TimelinePage:
 class ObserverClient:
     """``GET`` routes of the observer as plain dicts, and one-connection event streams."""
 
-    def __init__(self, access: ObserverAccess, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, access: ObserverAccess, *, transport: httpx2.AsyncBaseTransport | None = None) -> None:
         self.access = access
-        self._http = httpx.AsyncClient(
+        self._http = httpx2.AsyncClient(
             base_url=access.base_url,
             headers=access.headers,
             timeout=REQUEST_TIMEOUT,
             transport=transport,
+            trust_env=False,  # an HTTP(S)_PROXY in the environment must never see the bearer
         )
 
     async def aclose(self) -> None:
@@ -170,7 +173,7 @@ class ObserverClient:
         headers = {"Accept": "text/event-stream"}
         if last_event_id is not None:
             headers["Last-Event-ID"] = str(last_event_id)
-        timeout = httpx.Timeout(REQUEST_TIMEOUT, read=EVENTS_READ_TIMEOUT)
+        timeout = httpx2.Timeout(REQUEST_TIMEOUT, read=EVENTS_READ_TIMEOUT)
         try:
             async with self._http.stream(
                 "GET", "/v1/events", params=params, headers=headers, timeout=timeout
@@ -180,17 +183,17 @@ class ObserverClient:
                     raise ObserverError(response.status_code, _error_text(response))
                 if on_open is not None:
                     await on_open()
-                async for sse in EventSource(response).aiter_sse():
+                async for sse in EventSource(response, max_event_size=MAX_FRAME_BYTES):
                     event = decode_event(sse)
                     if event is not None:
                         yield event
-        except httpx.HTTPError as exc:  # httpx-sse's SSEError (not an event stream) is one too
+        except httpx2.HTTPError as exc:  # SSEError (not an event stream, a frame too large) is one too
             raise ObserverError(0, _transport_text(exc)) from exc
 
     async def _get(self, path: str, params: dict[str, str | int] | None = None) -> dict[str, Any]:
         try:
             response = await self._http.get(path, params=params)
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise ObserverError(0, _transport_text(exc)) from exc
         if response.status_code != 200:
             raise ObserverError(response.status_code, _error_text(response))
@@ -202,7 +205,7 @@ class ObserverClient:
         return data
 
 
-def _error_text(response: httpx.Response) -> str:
+def _error_text(response: httpx2.Response) -> str:
     try:
         data = response.json()
     except ValueError:
@@ -212,9 +215,9 @@ def _error_text(response: httpx.Response) -> str:
     return response.reason_phrase or "error"
 
 
-def _transport_text(exc: httpx.HTTPError) -> str:
-    if isinstance(exc, httpx.ConnectError):
+def _transport_text(exc: httpx2.HTTPError) -> str:
+    if isinstance(exc, httpx2.ConnectError):
         return "cannot reach the observer (is the runtime running?)"
-    if isinstance(exc, httpx.ReadTimeout):
+    if isinstance(exc, httpx2.ReadTimeout):
         return "the observer stopped answering"
     return str(exc) or type(exc).__name__

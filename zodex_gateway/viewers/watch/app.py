@@ -19,7 +19,7 @@ from typing import Final
 from urllib.parse import quote
 
 import anyio
-import httpx
+import httpx2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -101,7 +101,7 @@ class _EventStream(Response):
     the upstream response is closed in every case, so the observer drops its subscriber.
     """
 
-    def __init__(self, upstream: httpx.Response, closing: anyio.Event) -> None:
+    def __init__(self, upstream: httpx2.Response, closing: anyio.Event) -> None:
         # Not Response.__init__: it would declare a Content-Length for an empty body.
         self.status_code = 200
         self.background = None
@@ -121,7 +121,7 @@ class _EventStream(Response):
                     try:
                         async for chunk in self._upstream.aiter_raw():
                             await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                    except httpx.HTTPError:
+                    except httpx2.HTTPError:
                         pass  # the observer went away: end the browser's stream, it reconnects
                     group.cancel_scope.cancel()
 
@@ -209,7 +209,7 @@ class WatchRoutes:
         return _relay(upstream)
 
 
-def _relay(upstream: httpx.Response) -> Response:
+def _relay(upstream: httpx2.Response) -> Response:
     """Status, content type and body only: no upstream header reaches the browser."""
     media_type = upstream.headers.get("content-type", "application/json")
     return Response(upstream.content, status_code=upstream.status_code, media_type=media_type)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final
 
-import httpx
+import httpx2
 
 from zodex_gateway.local.lifecycle import LocalError
 from zodex_gateway.local.observer_access import ObserverAccess
@@ -22,9 +22,9 @@ AccessSource = Callable[[], ObserverAccess]
 # Headers of the browser's request the observer may see; everything else (cookies
 # included) stays behind.
 FORWARDED_HEADERS: Final = ("accept", "content-type", "last-event-id")
-JSON_TIMEOUT: Final = httpx.Timeout(30.0)
+JSON_TIMEOUT: Final = httpx2.Timeout(30.0)
 # The observer sends a keepalive every 15 s: three missed ones mean it is gone.
-EVENTS_TIMEOUT: Final = httpx.Timeout(30.0, read=45.0)
+EVENTS_TIMEOUT: Final = httpx2.Timeout(30.0, read=45.0)
 
 
 class ObserverUnavailable(Exception):
@@ -37,11 +37,11 @@ class ObserverUnavailable(Exception):
 
 
 class ObserverProxy:
-    def __init__(self, source: AccessSource, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, source: AccessSource, *, transport: httpx2.AsyncBaseTransport | None = None) -> None:
         self._source = source
         self._access: ObserverAccess | None = None
         # trust_env=False: an HTTP(S)_PROXY in the environment must never see the bearer.
-        self._client = httpx.AsyncClient(transport=transport, trust_env=False, follow_redirects=False)
+        self._client = httpx2.AsyncClient(transport=transport, trust_env=False, follow_redirects=False)
 
     def _current(self, *, refresh: bool) -> ObserverAccess:
         if refresh or self._access is None:
@@ -60,7 +60,7 @@ class ObserverProxy:
         *,
         body: bytes | None = None,
         stream: bool = False,
-    ) -> httpx.Response:
+    ) -> httpx2.Response:
         """The observer's response to ``method path?query``; the caller closes a streamed one."""
         forwarded = {name: headers[name] for name in FORWARDED_HEADERS if name in headers}
         # Identity: streamed bytes go to the browser exactly as they arrive.
@@ -77,7 +77,7 @@ class ObserverProxy:
             )
             try:
                 response = await self._client.send(request, stream=stream)
-            except httpx.TransportError:
+            except httpx2.TransportError:
                 if attempt:
                     raise ObserverUnavailable(
                         502, "the Zodex Local observer is not reachable; is the runtime still running?"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
+import httpx2
 
 from zodex_gateway.local.observer_access import ObserverAccess
 from zodex_gateway.viewers.tui import render
@@ -251,20 +251,20 @@ async def test_the_event_stream_reads_frames_and_skips_comments_and_bad_frames()
         "",
     ]
     body = "\n".join(lines).encode() + b"\n"
-    asked: list[httpx.Request] = []
+    asked: list[httpx2.Request] = []
 
-    class Dribble(httpx.AsyncByteStream):
+    class Dribble(httpx2.AsyncByteStream):
         async def __aiter__(self) -> AsyncIterator[bytes]:
             for at in range(0, len(body), 7):  # frames and lines split across reads
                 yield body[at : at + 7]
 
-    def observer(request: httpx.Request) -> httpx.Response:
+    def observer(request: httpx2.Request) -> httpx2.Response:
         asked.append(request)
         headers = {"content-type": "text/event-stream; charset=utf-8"}
-        return httpx.Response(200, headers=headers, stream=Dribble())
+        return httpx2.Response(200, headers=headers, stream=Dribble())
 
     access = ObserverAccess("http://127.0.0.1:9", "b" * 32, "rt")
-    client = ObserverClient(access, transport=httpx.MockTransport(observer))
+    client = ObserverClient(access, transport=httpx2.MockTransport(observer))
     try:
         events = [event async for event in client.events(last_event_id=6)]
     finally:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import httpx2
 import uvicorn
 
 from tests.gateway.observer.observer_support import RUNTIME_ID
@@ -89,8 +89,8 @@ class RunningHost:
     def url(self) -> str:
         return self.host.url
 
-    def client(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, trust_env=False, timeout=15, **kwargs)
+    def client(self, **kwargs: Any) -> httpx2.Client:
+        return httpx2.Client(base_url=self.url, trust_env=False, timeout=15, **kwargs)
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.stop_event.set)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
 
 from tests.gateway.observer.observer_support import BEARER, Seeded
 from tests.gateway.viewers.watch.support import AccessHolder, Observer, RunningHost, running_host, sse_frames
@@ -30,7 +30,7 @@ def test_url_carries_a_long_random_secret(host: RunningHost) -> None:
 
 def test_wrong_secret_is_a_json_404(host: RunningHost) -> None:
     secret = host.host.secret
-    with httpx.Client(base_url=origin(host), trust_env=False) as client:
+    with httpx2.Client(base_url=origin(host), trust_env=False) as client:
         for path in (
             "/",
             f"/{secret[:-1]}/",
@@ -73,7 +73,7 @@ def test_serves_liveboard(host: RunningHost) -> None:
 
 
 def test_read_routes_are_proxied(host: RunningHost, observer: Observer, seeded: Seeded) -> None:
-    direct = httpx.Client(
+    direct = httpx2.Client(
         base_url=observer.served.base_url, headers={"Authorization": f"Bearer {BEARER}"}, trust_env=False
     )
     routes = [
@@ -152,7 +152,7 @@ def test_alias_is_the_one_write(host: RunningHost, seeded: Seeded) -> None:
 
 
 def test_bearer_never_reaches_the_browser(host: RunningHost, observer: Observer, seeded: Seeded) -> None:
-    seen: list[tuple[httpx.Headers, str]] = []
+    seen: list[tuple[httpx2.Headers, str]] = []
     with host.client() as client:
         for path in (
             "",
@@ -254,7 +254,7 @@ def test_stopping_the_host_ends_open_streams(source: AccessHolder, observer: Obs
         host.stop()
         try:
             rest = list(lines)
-        except httpx.RemoteProtocolError:
+        except httpx2.RemoteProtocolError:
             rest = []
         assert all(line.startswith(":") or not line for line in rest)
     wait_until(lambda: not observer.hub.has_subscribers, what="the upstream stream to close")

@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
 import pytest
 
 from tests.gateway.viewers.watch.live_support import call, watching
@@ -43,7 +43,7 @@ def test_stopping_the_viewer_leaves_the_runtime_running(tmp_path: Path, sig: int
         with watching(local) as watch:
             parts = urlsplit(watch.url)
             assert parts.hostname == "127.0.0.1" and len(watch.secret) >= 32
-            with httpx.Client(trust_env=False) as client:
+            with httpx2.Client(trust_env=False) as client:
                 assert client.get(watch.url).status_code == 200
             code, stderr = watch.stop(sig)
             assert (code, stderr) == (0, "")
@@ -59,8 +59,8 @@ async def test_host_on_a_real_runtime(tmp_path: Path) -> None:
             agent_id = named["agent_id"]
         with watching(local) as watch:
             origin = f"http://127.0.0.1:{watch.port}"
-            async with httpx.AsyncClient(base_url=watch.url, trust_env=False, timeout=30) as client:
-                seen: list[httpx.Response] = []
+            async with httpx2.AsyncClient(base_url=watch.url, trust_env=False, timeout=30) as client:
+                seen: list[httpx2.Response] = []
                 wrong = await client.get(f"{origin}/{watch.secret[::-1]}/api/v1/status")
                 assert wrong.status_code == 404 and wrong.json() == {
                     "schema_version": 1,
