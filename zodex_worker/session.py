@@ -243,15 +243,22 @@ class Session:
 
     async def wait_exit(self, timeout: float, call: CallWait | None = None) -> None:
         """Until the command ends or ``timeout`` passes; raises WaitCancelled if ``call`` is cancelled."""
+        await self._wait_until(lambda: not self.running, timeout, call)
+
+    async def wait_match(self, timeout: float, call: CallWait | None = None) -> None:
+        """docs/tools.md#waiting-for-output: the output matched its watch, or the command
+        ended, or the yield window passed. Checked each time output or the end wakes this
+        task (the readers set ``_changed``), never on a timer."""
+        await self._wait_until(lambda: self.output.check_watch() or not self.running, timeout, call)
+
+    async def _wait_until(self, done: Callable[[], bool], timeout: float, call: CallWait | None) -> None:
         deadline = time.monotonic() + timeout
         with self._waiting(call):
-            while self.running:
+            while not done():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return
-                await self._wait_changed(remaining)
-                if call is not None:
-                    call.raise_if_cancelled()
+                await self._wait_changed(remaining, call)
 
     async def wait_poll(
         self, timeout: float, *, output_after: float = 0.0, call: CallWait | None = None
@@ -274,9 +281,7 @@ class Session:
                     if now >= quiet_at:
                         return
                     wake_at = min(deadline, quiet_at)
-                await self._wait_changed(wake_at - now)
-                if call is not None:
-                    call.raise_if_cancelled()
+                await self._wait_changed(wake_at - now, call)
 
     @contextlib.contextmanager
     def _waiting(self, call: CallWait | None) -> Iterator[None]:
@@ -300,21 +305,8 @@ class Session:
     def progress_note(self) -> ProgressNote:
         return ProgressNote(self.handle, self.wall_time_ms(), self.output.pending_chars)
 
-    async def wait_match(self, timeout: float, call: CallWait | None = None) -> None:
-        """docs/tools.md#waiting-for-output: the output matched its watch, or the command
-        ended, or the yield window passed. Checked each time output or the end wakes this
-        task (the readers set ``_changed``), never on a timer."""
-        deadline = time.monotonic() + timeout
-        with self._waiting(call):
-            while not self.output.check_watch() and self.running:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                await self._wait_changed(remaining)
-                if call is not None:
-                    call.raise_if_cancelled()
-
-    async def _wait_changed(self, timeout: float) -> None:
+    async def _wait_changed(self, timeout: float, call: CallWait | None = None) -> None:
+        """Until something changed or ``timeout`` passed; raises WaitCancelled if ``call`` was."""
         self._changed.clear()
         # In this task (no task of its own, as wait_for makes): woken in one turn of the loop.
         try:
@@ -322,6 +314,8 @@ class Session:
                 await self._changed.wait()
         except TimeoutError:
             pass
+        if call is not None:
+            call.raise_if_cancelled()
 
     # ---- input -------------------------------------------------------------------------
 
