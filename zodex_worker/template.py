@@ -53,9 +53,9 @@ class BadRequest(Exception):
     """One line: why a request was refused."""
 
 
-def parse_request(data: bytes, fds: list[int]) -> tuple[list[str], dict[str, str], int]:
-    """The worker's argv, environment and stdout descriptor; ``BadRequest`` otherwise (the
-    caller closes ``fds``)."""
+def parse_request(data: bytes, fds: list[int]) -> tuple[argparse.Namespace, dict[str, str], int]:
+    """The worker's arguments, environment and stdout descriptor; ``BadRequest`` otherwise
+    (the caller closes ``fds``)."""
     if len(fds) != 1:
         raise BadRequest(f"a request carries exactly one descriptor, not {len(fds)}")
     try:
@@ -75,11 +75,11 @@ def parse_request(data: bytes, fds: list[int]) -> tuple[list[str], dict[str, str
         raise BadRequest("env names must be non-empty without '='; no NUL anywhere")
     try:
         with contextlib.redirect_stderr(io.StringIO()) as said:
-            worker_main.parse_args(argv)
+            args = worker_main.parse_args(argv)
     except SystemExit:
         lines = said.getvalue().strip().splitlines()
         raise BadRequest(f"not a worker's arguments: {lines[-1] if lines else 'refused'}") from None
-    return argv, env, fds[0]
+    return args, env, fds[0]
 
 
 class Template:
@@ -120,19 +120,19 @@ class Template:
         if not data and not fds:
             return False
         try:
-            argv, env, stdout_fd = parse_request(data, fds)
+            args, env, stdout_fd = parse_request(data, fds)
         except BadRequest as exc:
             for fd in fds:
                 os.close(fd)
             self.send({"error": str(exc)})
             return True
         try:
-            self.fork_worker(argv, env, stdout_fd)
+            self.fork_worker(args, env, stdout_fd)
         finally:
             os.close(stdout_fd)
         return True
 
-    def fork_worker(self, argv: list[str], env: dict[str, str], stdout_fd: int) -> None:
+    def fork_worker(self, args: argparse.Namespace, env: dict[str, str], stdout_fd: int) -> None:
         if threading.active_count() != 1:  # a fork would copy a lock some thread holds
             self.send({"error": "the template has a thread; it does not fork"})
             return
@@ -142,7 +142,7 @@ class Template:
             self.send({"error": f"fork failed: {exc.strerror or exc}"})
             return
         if pid == 0:
-            self.become_worker(argv, env, stdout_fd)
+            self.become_worker(args, env, stdout_fd)
         # Not yet reaped (only this loop reaps), so the pid is still the child's.
         pidfd = os.pidfd_open(pid)
         try:
@@ -160,7 +160,7 @@ class Template:
                 return
             self.send({"exited": pid, "status": os.waitstatus_to_exitcode(status)})
 
-    def become_worker(self, argv: list[str], env: dict[str, str], stdout_fd: int) -> NoReturn:
+    def become_worker(self, args: argparse.Namespace, env: dict[str, str], stdout_fd: int) -> NoReturn:
         """In the child: drop everything of the template, then run the worker."""
         code = 1
         try:
@@ -174,9 +174,7 @@ class Template:
             os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # stdout_fd too; 0 is /dev/null, 2 stderr
             os.environ.clear()
             os.environ.update(env)
-            sys.argv = ["zodex-worker", *argv]
-            worker_main.main(argv)
-            code = 0
+            worker_main.start(args)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BaseException:
