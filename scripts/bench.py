@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Zodex benchmark, through the public MCP tools only, against floors measured in the same run.
 
-    python scripts/bench.py [--quick] [--fleet-only] [--waits-only]
+    python scripts/bench.py [--quick] [--fleet-only | --waits-only | --workers-only]
 
 Prints each figure next to its floor and the ratio, so results compare across machines:
 
@@ -1051,7 +1051,7 @@ async def _worker_start_rows(root: Path, n: int, quick: bool) -> list[Row]:
     return rows
 
 
-async def main(quick: bool, fleet_only: bool, waits_only: bool = False) -> None:
+async def main(quick: bool, fleet_only: bool, waits_only: bool = False, workers_only: bool = False) -> None:
     # SIGTERM and SIGHUP end the run as Ctrl-C does: the running task is cancelled at its
     # next await, so every finally below removes what it made.
     task = asyncio.current_task()
@@ -1061,6 +1061,8 @@ async def main(quick: bool, fleet_only: bool, waits_only: bool = False) -> None:
     n = 30 if quick else 200
     if waits_only:
         rows = await waits_only_rows(quick)
+    elif workers_only:
+        rows = await worker_start_rows(n, quick)
     else:
         rows = [] if fleet_only else await machine_rows(n, quick)
         if not fleet_only:
@@ -1088,6 +1090,9 @@ if __name__ == "__main__":
     parser.add_argument(
         "--fleet-only", action="store_true", help="only the fleet figures (root: hosts in network namespaces)"
     )
+    parser.add_argument(
+        "--workers-only", action="store_true", help="only the worker start and density figures"
+    )
     parser.add_argument("--waits-only", action="store_true", help="only the wait_for figures")
     parser.add_argument("--worker-ready", nargs=2, metavar=("N", "WORKDIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -1096,6 +1101,6 @@ if __name__ == "__main__":
         print(json.dumps(asyncio.run(worker_ready(Path(workdir), int(samples)))))
         sys.exit(0)
     try:
-        asyncio.run(main(args.quick, args.fleet_only, args.waits_only))
+        asyncio.run(main(args.quick, args.fleet_only, args.waits_only, args.workers_only))
     except (asyncio.CancelledError, KeyboardInterrupt):
         sys.exit("bench interrupted; what it had made is removed")
