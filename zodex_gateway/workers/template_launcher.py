@@ -116,9 +116,22 @@ class RunningTemplate:
                     os.close(fd)
                 self.close()
                 return
-            self._dispatch(json.loads(data), fds)
+            try:
+                message = json.loads(data)
+            except ValueError:
+                message = None
+            if not isinstance(message, dict):  # not our template any more: stop using it
+                for fd in fds:
+                    os.close(fd)
+                self.close()
+                return
+            self._dispatch(message, fds)
 
     def _dispatch(self, message: dict[str, Any], fds: list[int]) -> None:
+        if "pid" not in message:
+            for fd in fds:  # only a fork's answer carries one
+                os.close(fd)
+            fds = []
         if "ready" in message:
             if not self.ready.done():
                 self.ready.set_result(int(message["ready"]))
