@@ -333,6 +333,30 @@ def hold_lock(path: Path) -> subprocess.Popen[str]:
     return holder
 
 
+async def test_a_free_spawn_lock_is_taken_without_a_thread_and_a_held_one_waited_for(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[str] = []
+    real_thread = threading.Thread
+
+    def counting_thread(*args: Any, **kwargs: Any) -> threading.Thread:
+        if kwargs.get("name") == "zodex-spawn-lock":  # not the executor's, which opens the file
+            started.append(kwargs["name"])
+        return real_thread(*args, **kwargs)
+
+    monkeypatch.setattr(spawn_lock.threading, "Thread", counting_thread)
+    path = root / "free.lock"
+    fd = await spawn_lock.take(path)
+    assert started == [], "a free lock costs no thread"
+    holder = hold_lock(root / "held.lock")
+    waiting = asyncio.create_task(spawn_lock.take(root / "held.lock", wait_s=30))
+    await wait_for(lambda: started == ["zodex-spawn-lock"], what="the wait for a held lock")
+    assert not waiting.done()
+    holder.communicate("")
+    os.close(await waiting)
+    os.close(fd)
+
+
 async def test_a_spawn_lock_held_for_good_fails_that_workdir_only_and_within_a_bound(
     root: Path, owned: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
