@@ -962,11 +962,8 @@ async def worker_start_rows(n: int, quick: bool) -> list[Row]:
     """The first call in a fresh workdir and the memory of each further idle workdir, with
     workers forked from the template against workers started as new processes
     (``ZODEX_WORKER_TEMPLATE=off``), both in this run."""
-    root = Path(tempfile.mkdtemp(prefix="zxw"))
-    try:
-        return await _worker_start_rows(root, n, quick)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="zxw", ignore_cleanup_errors=True) as root:
+        return await _worker_start_rows(Path(root), n, quick)
 
 
 async def _worker_start_rows(root: Path, n: int, quick: bool) -> list[Row]:

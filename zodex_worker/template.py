@@ -40,6 +40,7 @@ import threading
 import traceback
 from typing import Any, Final, NoReturn
 
+from zodex_system import proctree
 from zodex_system.terminal_text import TerminalCleaner
 
 # What a worker runs, imported here once so that every worker shares it.
@@ -160,13 +161,7 @@ class Template:
             os.close(pidfd)
 
     def reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        for pid, status in proctree.exited_children():  # the template is its workers' one reaper
             self.send({"exited": pid, "status": os.waitstatus_to_exitcode(status)})
 
     def become_worker(self, args: argparse.Namespace, env: dict[str, str], stdout_fd: int) -> NoReturn:

@@ -11,19 +11,18 @@ import json
 import logging
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.gateway import wait_for
+from tests.support.supervisors import supervising
 from zodex_gateway.workers.restart_policy import RestartPolicy
 from zodex_gateway.workers.runtime import Runtime
 from zodex_gateway.workers.supervisor import Supervisor
@@ -36,30 +35,16 @@ pytestmark = pytest.mark.timeout(90)
 
 
 @pytest.fixture
-def root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="zx", dir="/tmp"))  # ipc paths must stay short
-    (path / "run").mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(path / "run"))
-    monkeypatch.delenv("ZODEX_WORKER_ARGV", raising=False)
-    monkeypatch.delenv("ZODEX_WORKER_TEMPLATE", raising=False)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
 async def supervisor(root: Path) -> AsyncIterator[Supervisor]:
     runtime = Runtime.create(state_dir=root / "state", use_cgroups=False)
-    supervisor = Supervisor(runtime)
     try:
-        yield supervisor
+        async with supervising(runtime) as started:
+            yield started
     finally:
-        await supervisor.shutdown()
         runtime.release()
 
 
-def workdir(root: Path, name: str) -> str:
+def new_workdir(root: Path, name: str) -> str:
     path = root / name
     path.mkdir()
     return os.path.realpath(path)
@@ -101,13 +86,13 @@ async def run(client: WorkerClient, cmd: str, wd: str) -> dict[str, Any]:
 async def test_a_forked_worker_holds_what_a_new_process_holds_and_nothing_of_others(
     root: Path, supervisor: Supervisor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = await supervisor.worker_for(workdir(root, "a"))
-    second = await supervisor.worker_for(workdir(root, "b"))
+    first = await supervisor.worker_for(new_workdir(root, "a"))
+    second = await supervisor.worker_for(new_workdir(root, "b"))
     template_pid = template_of(supervisor).template_pid
     assert template_pid is not None
     assert parent_of(first.record.pid) == parent_of(second.record.pid) == template_pid
     monkeypatch.setenv("ZODEX_WORKER_TEMPLATE", "off")
-    started = await supervisor.worker_for(workdir(root, "c"))
+    started = await supervisor.worker_for(new_workdir(root, "c"))
     assert parent_of(started.record.pid) == os.getpid(), "off: a new process, the gateway's child"
 
     # A worker's last descriptors settle just after READY: stdout to /dev/null, the lock the
@@ -131,11 +116,11 @@ async def test_a_forked_worker_has_the_environment_the_launcher_gives_now(
 ) -> None:
     monkeypatch.setenv("ZX_PROBE", "when-the-template-started")
     monkeypatch.setenv("ZX_SECRET_OF_THEN", "s3cret")
-    first_dir = workdir(root, "a")
+    first_dir = new_workdir(root, "a")
     first = await supervisor.worker_for(first_dir)
     monkeypatch.setenv("ZX_PROBE", "now")
     monkeypatch.delenv("ZX_SECRET_OF_THEN")
-    second_dir = workdir(root, "b")
+    second_dir = new_workdir(root, "b")
     second = await supervisor.worker_for(second_dir)
     assert parent_of(second.record.pid) == template_of(supervisor).template_pid, "forked, not started"
 
@@ -151,14 +136,14 @@ async def test_a_crashed_template_starts_again_until_its_policy_gives_up(
     caplog.set_level(logging.INFO, logger="zodex.gateway")
     launcher = template_of(supervisor)
     launcher.policy = RestartPolicy(max_crashes=2, window_s=60)
-    first = await supervisor.worker_for(workdir(root, "a"))
+    first = await supervisor.worker_for(new_workdir(root, "a"))
     crashed = launcher.template_pid
     assert crashed is not None
     os.kill(crashed, signal.SIGKILL)
     await wait_for(lambda: launcher.template_pid is None, what="the gateway to see its template die")
     # Its worker goes on, and its end is still seen (through its pidfd).
     assert await first.request(messages.PING, {}, timeout=10)
-    second = await supervisor.worker_for(workdir(root, "b"))
+    second = await supervisor.worker_for(new_workdir(root, "b"))
     restarted = launcher.template_pid
     assert restarted not in (None, crashed) and parent_of(second.record.pid) == restarted
     os.kill(first.record.pid, signal.SIGKILL)
@@ -167,8 +152,8 @@ async def test_a_crashed_template_starts_again_until_its_policy_gives_up(
     assert restarted is not None
     os.kill(restarted, signal.SIGKILL)
     await wait_for(lambda: launcher.policy.gave_up(), what="the second crash to be counted")
-    third = await supervisor.worker_for(workdir(root, "c"))
-    fourth = await supervisor.worker_for(workdir(root, "d"))
+    third = await supervisor.worker_for(new_workdir(root, "c"))
+    fourth = await supervisor.worker_for(new_workdir(root, "d"))
     assert parent_of(third.record.pid) == parent_of(fourth.record.pid) == os.getpid()
     assert launcher.template_pid is None, "given up: no template is started"
     said = [r.getMessage() for r in caplog.records if "worker template unavailable" in r.getMessage()]
