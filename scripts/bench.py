@@ -954,7 +954,11 @@ def pss_kib(pid: int) -> int:
 def runtime_pss_kib(gateway: psutil.Process, root: Path, workdirs: list[Path]) -> int:
     """Pss summed over the workers of ``workdirs`` and the gateway's worker template, if any
     (the template's pages are what its workers share, so they count)."""
-    templates = [p.pid for p in gateway.children() if "zodex_worker.template" in " ".join(p.cmdline())]
+    templates = []
+    for child in gateway.children():
+        with contextlib.suppress(psutil.NoSuchProcess):  # a zombie (psutil's subclass) too
+            if "zodex_worker.template" in " ".join(child.cmdline()):
+                templates.append(child.pid)
     return sum(pss_kib(pid) for pid in [*templates, *(worker_pid(root, d) for d in workdirs)])
 
 
@@ -973,9 +977,10 @@ async def _worker_start_rows(root: Path, n: int, quick: bool) -> list[Row]:
         **os.environ,
         "XDG_STATE_HOME": str(root / "state"),
         "XDG_RUNTIME_DIR": str(root / "run"),
-        "ZODEX_LIMITS": json.dumps({"max_idle_workers": max(counts) + 10}),
     }
     fresh_n = 10 if quick else 24
+    # Room for every worker of the run (warm, fresh, idle): the cap would retire some.
+    base["ZODEX_LIMITS"] = json.dumps({"max_idle_workers": 1 + fresh_n + max(counts) + 10})
     firsts: dict[str, list[float]] = {"on": [], "off": []}
     warm: dict[str, list[float]] = {}
     pss: dict[str, dict[int, int]] = {"on": {}, "off": {}}
