@@ -6,6 +6,7 @@ processes; the template answers a malformed request with an error and goes on.""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import logging
@@ -15,10 +16,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from tests.support.gateway import wait_for
@@ -30,6 +33,7 @@ from zodex_gateway.workers.template_launcher import TemplateLauncher
 from zodex_gateway.workers.worker_client import WorkerClient
 from zodex_protocol import messages
 from zodex_system import proctree
+from zodex_worker.template import Template
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -196,3 +200,23 @@ def test_the_template_answers_a_malformed_request_with_an_error_and_goes_on() ->
     finally:
         ours.close()  # the template exits when its channel closes
         assert proc.wait(timeout=30) == 0
+
+
+def test_the_template_does_not_fork_while_it_has_a_thread() -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, daemon=True)
+    thread.start()
+    read_end, write_end = os.pipe()
+    try:
+        before = len(psutil.Process().children())
+        Template(theirs).fork_worker(argparse.Namespace(), {}, write_end)
+        assert json.loads(ours.recv(4096)) == {"error": "the template has a thread; it does not fork"}
+        assert len(psutil.Process().children()) == before, "nothing forked"
+    finally:
+        stop.set()
+        thread.join()
+        for fd in (read_end, write_end):
+            os.close(fd)
+        ours.close()
+        theirs.close()
