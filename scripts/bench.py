@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Zodex benchmark, through the public MCP tools only, against floors measured in the same run.
 
-    python scripts/bench.py [--quick] [--fleet-only] [--waits-only]
+    python scripts/bench.py [--quick] [--fleet-only | --waits-only | --workers-only]
 
 Prints each figure next to its floor and the ratio, so results compare across machines:
 
@@ -21,6 +21,11 @@ Prints each figure next to its floor and the ratio, so results compare across ma
   medians of 6 runs each and the lowest ratio of a block, in 6 alternating blocks of one run
   (each block after ``sync`` and one run not counted), so that history's writeback falls on
   its own runs;
+- the first call in a fresh workdir (p50 of 24) against warm trivial calls made between
+  them (3 after each), and the PSS
+  (``/proc/<pid>/smaps_rollup``, summed over the workers and the worker template) of each
+  further idle workdir with 1, 10, 50 and 100 workdirs; both with workers forked from the
+  template against workers started as new processes (``ZODEX_WORKER_TEMPLATE=off``);
 - on a Local runtime (``zodex local start``, MCP over HTTP): trivial exec p50 and the
   throughput with a viewer subscribed to ``/v1/events`` (output included) against none, and
   the trivial exec p50 with a fresh TCP connection per call;
@@ -936,7 +941,122 @@ async def _machine_rows(root: Path, n: int, quick: bool) -> list[Row]:
     return rows
 
 
-async def main(quick: bool, fleet_only: bool, waits_only: bool = False) -> None:
+# ---- worker starts and density ---------------------------------------------------------
+
+
+def pss_kib(pid: int) -> int:
+    """A process's proportional set size: its shared pages divided among their sharers."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no Pss in /proc/{pid}/smaps_rollup")
+
+
+def runtime_pss_kib(gateway: psutil.Process, root: Path, workdirs: list[Path]) -> int:
+    """Pss summed over the workers of ``workdirs`` and the gateway's worker template, if any
+    (the template's pages are what its workers share, so they count)."""
+    templates = []
+    for child in gateway.children():
+        with contextlib.suppress(psutil.NoSuchProcess):  # a zombie (psutil's subclass) too
+            if "zodex_worker.template" in " ".join(child.cmdline()):
+                templates.append(child.pid)
+    return sum(pss_kib(pid) for pid in [*templates, *(worker_pid(root, d) for d in workdirs)])
+
+
+async def worker_start_rows(quick: bool) -> list[Row]:
+    """The first call in a fresh workdir and the memory of each further idle workdir, with
+    workers forked from the template against workers started as new processes
+    (``ZODEX_WORKER_TEMPLATE=off``), both in this run."""
+    with tempfile.TemporaryDirectory(prefix="zxw", ignore_cleanup_errors=True) as root:
+        return await _worker_start_rows(Path(root), quick)
+
+
+async def _worker_start_rows(root: Path, quick: bool) -> list[Row]:
+    (root / "run").mkdir(mode=0o700)
+    counts = [1, 10] if quick else [1, 10, 50, 100]
+    base = {
+        **os.environ,
+        "XDG_STATE_HOME": str(root / "state"),
+        "XDG_RUNTIME_DIR": str(root / "run"),
+    }
+    fresh_n = 10 if quick else 24
+    # Room for every worker of the run (warm, fresh, idle): the cap would retire some.
+    base["ZODEX_LIMITS"] = json.dumps({"max_idle_workers": 1 + fresh_n + max(counts) + 10})
+    firsts: dict[str, list[float]] = {"on": [], "off": []}
+    warm: dict[str, list[float]] = {}
+    pss: dict[str, dict[int, int]] = {"on": {}, "off": {}}
+    async with contextlib.AsyncExitStack() as stack:
+        benches: dict[str, tuple[Bench, psutil.Process, Path]] = {}
+        for mode in ("on", "off"):
+            mode_root = root / mode
+            mode_root.mkdir()
+            env = {**base, "ZODEX_WORKER_TEMPLATE": mode}
+            params = StdioServerParameters(
+                command=GATEWAY, args=["stdio", "--no-history"], env=env, cwd=str(root)
+            )
+            client = await stack.enter_async_context(Client(params, read_timeout_seconds=300))
+            bench = Bench(client, root)
+            (mode_root / "warm").mkdir()
+            await bench.trivial(20, mode_root / "warm")  # the template (if any) started, caches warm
+            warm[mode] = []
+            gateway = next(
+                p
+                for p in psutil.Process().children(recursive=True)
+                if "zodex-gateway" in " ".join(p.cmdline())
+                and p.environ().get("ZODEX_WORKER_TEMPLATE") == mode
+            )
+            benches[mode] = (bench, gateway, mode_root)
+        settle()
+        for i in range(fresh_n):  # alternating, so both meet the same machine
+            for mode, (bench, _gateway, mode_root) in benches.items():
+                fresh = mode_root / f"fresh{i}"
+                fresh.mkdir()
+                started = time.perf_counter()
+                await bench.exec("true", fresh)
+                firsts[mode].append(time.perf_counter() - started)
+                # Warm calls at the same moment: the ratio then holds on a busy machine too.
+                warm[mode] += await bench.trivial(3, mode_root / "warm")
+        for mode, (bench, gateway, mode_root) in benches.items():
+            idle: list[Path] = []
+            for count in counts:
+                while len(idle) < count:
+                    idle.append(mode_root / f"idle{len(idle)}")
+                    idle[-1].mkdir()
+                    await bench.exec("true", idle[-1])
+                pss[mode][count] = runtime_pss_kib(gateway, root, idle)
+    on50, off50 = percentile(firsts["on"], 50), percentile(firsts["off"], 50)
+    warm50 = percentile(warm["on"], 50)
+    rows: list[Row] = [
+        (
+            f"first call in a fresh workdir p50 ({fresh_n} workdirs)",
+            f"{on50 * 1000:.1f} ms",
+            f"{warm50 * 1000:.2f} ms warm, interleaved",
+            f"{on50 / warm50:.2f}x",
+            "≤ 30 ms, ≤ 3x a warm trivial call",
+        ),
+        (
+            "first call in a fresh workdir p50, template vs new process",
+            f"{on50 * 1000:.1f} ms",
+            f"{off50 * 1000:.1f} ms",
+            f"{on50 / off50:.2f}x",
+            f"max {max(firsts['on']) * 1000:.0f} vs {max(firsts['off']) * 1000:.0f} ms",
+        ),
+    ]
+    for count in counts[1:]:
+        per = {mode: (pss[mode][count] - pss[mode][1]) / (count - 1) / 1024 for mode in pss}
+        rows.append(
+            (
+                f"PSS per further idle workdir, 1 → {count} workdirs",
+                f"{per['on']:.1f} MB",
+                f"{per['off']:.1f} MB new process",
+                f"{per['on'] / per['off']:.2f}x",
+                f"≤ 5 MB (total {pss['on'][count] / 1024:.0f} vs {pss['off'][count] / 1024:.0f} MB)",
+            )
+        )
+    return rows
+
+
+async def main(quick: bool, fleet_only: bool, waits_only: bool = False, workers_only: bool = False) -> None:
     # SIGTERM and SIGHUP end the run as Ctrl-C does: the running task is cancelled at its
     # next await, so every finally below removes what it made.
     task = asyncio.current_task()
@@ -946,8 +1066,13 @@ async def main(quick: bool, fleet_only: bool, waits_only: bool = False) -> None:
     n = 30 if quick else 200
     if waits_only:
         rows = await waits_only_rows(quick)
+    elif workers_only:
+        rows = await worker_start_rows(quick)
     else:
         rows = [] if fleet_only else await machine_rows(n, quick)
+        if not fleet_only:
+            settle()
+            rows += await worker_start_rows(quick)
         settle()
         rows += await fleet_rows(n)
     print(
@@ -970,6 +1095,9 @@ if __name__ == "__main__":
     parser.add_argument(
         "--fleet-only", action="store_true", help="only the fleet figures (root: hosts in network namespaces)"
     )
+    parser.add_argument(
+        "--workers-only", action="store_true", help="only the worker start and density figures"
+    )
     parser.add_argument("--waits-only", action="store_true", help="only the wait_for figures")
     parser.add_argument("--worker-ready", nargs=2, metavar=("N", "WORKDIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -978,6 +1106,6 @@ if __name__ == "__main__":
         print(json.dumps(asyncio.run(worker_ready(Path(workdir), int(samples)))))
         sys.exit(0)
     try:
-        asyncio.run(main(args.quick, args.fleet_only, args.waits_only))
+        asyncio.run(main(args.quick, args.fleet_only, args.waits_only, args.workers_only))
     except (asyncio.CancelledError, KeyboardInterrupt):
         sys.exit("bench interrupted; what it had made is removed")

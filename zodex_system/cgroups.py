@@ -50,12 +50,14 @@ BASE_NAME = "zodex"
 RUNTIME_FILE = "cgroup"  # in the runtime directory: the runtime group's absolute path
 ENV_SWITCH = "ZODEX_CGROUPS"  # "off" forces the marker sweep (tests; machines that object)
 ID_RE = re.compile(r"^[0-9a-z-]{1,64}$")  # runtime ids, worker ids, handles
+# Compiled on import: a worker forked from the template then finds it compiled.
+MOUNT_ESCAPE_RE = re.compile(r"\\([0-7]{3})")
 T = TypeVar("T")
 
 
 def _unescape_mount(field: str) -> str:
     """``/proc/mounts`` writes space, tab, newline and backslash as octal escapes."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+    return MOUNT_ESCAPE_RE.sub(lambda m: chr(int(m.group(1), 8)), field)
 
 
 def cgroup2_mount() -> Path | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import zmq
 
@@ -42,7 +44,10 @@ EVENT_HWM = 2_500
 BYE_LINGER_MS = 1000  # how long the reply to shutdown may take to leave when the worker closes
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """Built once: argparse looks up its translations for every parser it builds, which the
+    worker template (zodex_worker.template) would pay on each worker it forks."""
     parser = argparse.ArgumentParser(prog="zodex-worker", description=__doc__)
     parser.add_argument("--runtime-dir", required=True, type=Path)
     parser.add_argument("--workdir", required=True)
@@ -63,7 +68,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="leave the exit file 0640, not 0600: the runtime's owner is another account that "
         "reads it through this worker's group (Sprite)",
     )
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return _parser().parse_args(argv)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -189,8 +198,13 @@ def _leave_tombstones(path: Path, service: WorkerService, *, group_readable: boo
 
 
 def main(argv: list[str] | None = None) -> None:
+    start(parse_args(argv))
+
+
+def start(args: argparse.Namespace) -> NoReturn:
+    """Serve as the worker ``args`` describe, then exit: in a process of its own, or in one
+    the worker template has just forked."""
     log_lines.log_to_stderr("zodex-worker %(levelname)s %(message)s", logging.WARNING)
-    args = parse_args(argv)
     sys.exit(asyncio.run(run(args)))
 
 

@@ -8,10 +8,10 @@ whenever the last running session ends.
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import fcntl
 import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,7 +31,10 @@ def watch_runtime_owner(lock_path: Path, loop: asyncio.AbstractEventLoop, gone: 
             os.close(fd)
         loop.call_soon_threadsafe(gone.set)
 
-    threading.Thread(target=wait_for_owner, name="runtime-owner-watch", daemon=True).start()
+    # Not threading.Thread: its start() waits until the new thread has run, which on a
+    # loaded machine is a scheduler's delay (up to tens of ms) on every worker's start.
+    # The watch needs no join and, like a daemon thread, does not hold up the exit.
+    _thread.start_new_thread(wait_for_owner, ())
 
 
 class IdleTimer:

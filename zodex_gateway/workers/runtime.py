@@ -34,6 +34,10 @@ def default_shell() -> list[str]:
     return [shell, "-c"]
 
 
+def worker_argv_overridden() -> bool:
+    return bool(os.environ.get("ZODEX_WORKER_ARGV"))
+
+
 def worker_argv() -> list[str]:
     """How to start a worker; ``ZODEX_WORKER_ARGV`` (a JSON list) replaces it in tests."""
     override = os.environ.get("ZODEX_WORKER_ARGV")

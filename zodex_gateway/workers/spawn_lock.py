@@ -1,5 +1,6 @@
 """The per-workdir spawn lock (docs/protocol.md): one gateway at a time starts a workdir's
-worker. Taken with a bound, on a thread of its own, in a file this process owns.
+worker. Taken at once when free; otherwise waited for with a bound, on a thread of its own;
+always in a file this process owns.
 
 A lock someone else holds for good (a hung gateway, or in Sprite the agent, who can write
 the registry directory) must cost only that workdir's call, after :data:`SPAWN_LOCK_WAIT_S`,
@@ -88,6 +89,15 @@ async def take(path: Path, wait_s: float | None = None) -> int:
     """The locked file's descriptor (closing it releases the lock)."""
     wait_s = SPAWN_LOCK_WAIT_S if wait_s is None else wait_s
     fd = await asyncio.to_thread(open_own, path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pass  # held: wait for it on a thread of its own
+    except OSError as exc:
+        os.close(fd)
+        raise SpawnLockUnavailable(f"cannot be locked ({exc.strerror})") from None
+    else:
+        return fd  # free, as nearly always: no thread to start and be scheduled
     waiter = _Waiter(fd, asyncio.get_running_loop())
     threading.Thread(target=waiter.run, name="zodex-spawn-lock", daemon=True).start()
     try:

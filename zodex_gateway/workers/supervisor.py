@@ -21,9 +21,10 @@ import zmq.asyncio
 
 from zodex_gateway.workers import spawn_lock
 from zodex_gateway.workers.idle_workers import IdleWorkerCap
-from zodex_gateway.workers.launcher import DirectLauncher, Launcher, StartedWorker, WorkerSpec
+from zodex_gateway.workers.launcher import Launcher, StartedWorker, WorkerSpec
 from zodex_gateway.workers.restart_policy import RestartPolicy
 from zodex_gateway.workers.runtime import Runtime
+from zodex_gateway.workers.template_launcher import TemplateLauncher
 from zodex_gateway.workers.worker_client import WorkerClient
 from zodex_gateway.workers.worker_ends import WorkerEnds
 from zodex_protocol import messages, tombstones
@@ -61,8 +62,12 @@ def record_alive(record: WorkerRecord) -> bool:
 class Supervisor:
     def __init__(self, runtime: Runtime, launcher: Launcher | None = None) -> None:
         self.runtime = runtime
-        # Starts and signals workers: as children here (Local), or through Sprite's root helper.
-        self.launcher: Launcher = launcher or DirectLauncher()
+        # Starts and signals workers: forked from this gateway's worker template (Local), or
+        # through Sprite's root helper.
+        self.template: TemplateLauncher | None = None
+        if launcher is None:
+            self.template = launcher = TemplateLauncher()
+        self.launcher: Launcher = launcher
         self.layout = runtime.layout
         self.codec = WireCodec(runtime.key)
         self._max_message = max_message_bytes(runtime.limits)
@@ -356,6 +361,8 @@ class Supervisor:
             client.close()
         self.clients.clear()
         self.context.destroy(linger=0)
+        if self.template is not None:
+            await self.template.close()
 
     def _known_records(self) -> list[WorkerRecord]:
         if not self.runtime.owner:

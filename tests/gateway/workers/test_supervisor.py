@@ -8,20 +8,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.gateway import wait_for
+from tests.support.supervisors import supervising
 from zodex_gateway.workers import spawn_lock
 from zodex_gateway.workers.restart_policy import RestartPolicy
 from zodex_gateway.workers.runtime import Runtime
@@ -38,38 +36,10 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A short private root (ipc paths are limited to ~100 characters) holding the runtime
-    base and the workdirs."""
-    path = Path(tempfile.mkdtemp(prefix="zx", dir="/tmp"))
-    (path / "run").mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(path / "run"))
-    monkeypatch.delenv("ZODEX_WORKER_ARGV", raising=False)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
 def workdir(root: Path) -> str:
     path = root / "wd"
     path.mkdir()
     return os.path.realpath(path)
-
-
-@asynccontextmanager
-async def supervising(runtime: Runtime) -> AsyncIterator[Supervisor]:
-    supervisor = Supervisor(runtime)
-    try:
-        yield supervisor
-    finally:
-        await supervisor.shutdown()
-        # Workers that ended before the shutdown are not waited for by it; reaped here, so
-        # none is left to the next test's loop.
-        await wait_for(
-            lambda: not supervisor._children, what="the workers this supervisor started to be reaped"
-        )
 
 
 @pytest.fixture
@@ -331,6 +301,30 @@ def hold_lock(path: Path) -> subprocess.Popen[str]:
     )
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"
     return holder
+
+
+async def test_a_free_spawn_lock_is_taken_without_a_thread_and_a_held_one_waited_for(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[str] = []
+    real_thread = threading.Thread
+
+    def counting_thread(*args: Any, **kwargs: Any) -> threading.Thread:
+        if kwargs.get("name") == "zodex-spawn-lock":  # not the executor's, which opens the file
+            started.append(kwargs["name"])
+        return real_thread(*args, **kwargs)
+
+    monkeypatch.setattr(spawn_lock.threading, "Thread", counting_thread)
+    path = root / "free.lock"
+    fd = await spawn_lock.take(path)
+    assert started == [], "a free lock costs no thread"
+    holder = hold_lock(root / "held.lock")
+    waiting = asyncio.create_task(spawn_lock.take(root / "held.lock", wait_s=30))
+    await wait_for(lambda: started == ["zodex-spawn-lock"], what="the wait for a held lock")
+    assert not waiting.done()
+    holder.communicate("")
+    os.close(await waiting)
+    os.close(fd)
 
 
 async def test_a_spawn_lock_held_for_good_fails_that_workdir_only_and_within_a_bound(

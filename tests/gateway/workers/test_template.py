@@ -1,0 +1,222 @@
+"""Workers forked from the worker template (docs/architecture.md#worker-template): a forked
+worker holds the descriptors a newly started one holds and nothing of the template or of
+another workdir's worker, has the environment the launcher gives now, a crashed template
+is started again until its restart policy gives up, and then workers start as new
+processes; the template answers a malformed request with an error and goes on."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.support.gateway import wait_for
+from tests.support.supervisors import supervising
+from zodex_gateway.workers.restart_policy import RestartPolicy
+from zodex_gateway.workers.runtime import Runtime
+from zodex_gateway.workers.supervisor import Supervisor
+from zodex_gateway.workers.template_launcher import TemplateLauncher
+from zodex_gateway.workers.worker_client import WorkerClient
+from zodex_protocol import messages
+from zodex_system import proctree
+from zodex_worker.template import Template
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+async def supervisor(root: Path) -> AsyncIterator[Supervisor]:
+    runtime = Runtime.create(state_dir=root / "state", use_cgroups=False)
+    try:
+        async with supervising(runtime) as started:
+            yield started
+    finally:
+        runtime.release()
+
+
+def new_workdir(root: Path, name: str) -> str:
+    path = root / name
+    path.mkdir()
+    return os.path.realpath(path)
+
+
+def template_of(supervisor: Supervisor) -> TemplateLauncher:
+    assert supervisor.template is not None, "Local's supervisor forks from a template"
+    return supervisor.template
+
+
+def parent_of(pid: int) -> int:
+    info = proctree.read_proc(pid)
+    assert info is not None, f"process {pid} is gone"
+    return info.ppid
+
+
+def descriptors(pid: int) -> dict[int, str]:
+    """fd → what it is, with the inode number of a socket or pipe left out."""
+    fd_dir = Path(f"/proc/{pid}/fd")
+    return {
+        int(fd): re.sub(r"^(socket|pipe):\[\d+\]$", r"\1", os.readlink(fd_dir / fd))
+        for fd in os.listdir(fd_dir)
+    }
+
+
+def inodes(pid: int) -> set[str]:
+    """The sockets and pipes a process holds, by inode."""
+    fd_dir = Path(f"/proc/{pid}/fd")
+    links = (os.readlink(fd_dir / fd) for fd in os.listdir(fd_dir))
+    return {link for link in links if link.startswith(("socket:", "pipe:"))}
+
+
+async def run(client: WorkerClient, cmd: str, wd: str) -> dict[str, Any]:
+    body = {"cmd": cmd, "workdir": wd, "yield_time_ms": 5000}
+    result: dict[str, Any] = await client.request(messages.EXEC, body, timeout=30)
+    return result
+
+
+async def test_a_forked_worker_holds_what_a_new_process_holds_and_nothing_of_others(
+    root: Path, supervisor: Supervisor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = await supervisor.worker_for(new_workdir(root, "a"))
+    second = await supervisor.worker_for(new_workdir(root, "b"))
+    template_pid = template_of(supervisor).template_pid
+    assert template_pid is not None
+    assert parent_of(first.record.pid) == parent_of(second.record.pid) == template_pid
+    monkeypatch.setenv("ZODEX_WORKER_TEMPLATE", "off")
+    started = await supervisor.worker_for(new_workdir(root, "c"))
+    assert parent_of(started.record.pid) == os.getpid(), "off: a new process, the gateway's child"
+
+    # A worker's last descriptors settle just after READY: stdout to /dev/null, the lock the
+    # owner watch opens, the gateway's connections accepted (their order, so their numbers,
+    # is the threads'). Then both hold the same kinds, as many of each.
+    def kinds(pid: int) -> list[str]:
+        return sorted(descriptors(pid).values())
+
+    with contextlib.suppress(AssertionError):
+        await wait_for(lambda: kinds(second.record.pid) == kinds(started.record.pid), what="settling")
+    assert kinds(second.record.pid) == kinds(started.record.pid), "what a newly started worker holds"
+    forked, new = descriptors(second.record.pid), descriptors(started.record.pid)
+    assert [forked[fd] for fd in (0, 1, 2)] == [new[fd] for fd in (0, 1, 2)]
+    assert forked[1] == "/dev/null"
+    # None of the template's channel, none of the other worker's sockets or stdout pipe.
+    assert not inodes(second.record.pid) & (inodes(template_pid) | inodes(first.record.pid))
+
+
+async def test_a_forked_worker_has_the_environment_the_launcher_gives_now(
+    root: Path, supervisor: Supervisor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ZX_PROBE", "when-the-template-started")
+    monkeypatch.setenv("ZX_SECRET_OF_THEN", "s3cret")
+    first_dir = new_workdir(root, "a")
+    first = await supervisor.worker_for(first_dir)
+    monkeypatch.setenv("ZX_PROBE", "now")
+    monkeypatch.delenv("ZX_SECRET_OF_THEN")
+    second_dir = new_workdir(root, "b")
+    second = await supervisor.worker_for(second_dir)
+    assert parent_of(second.record.pid) == template_of(supervisor).template_pid, "forked, not started"
+
+    then = (await run(first, "env", first_dir))["output"]
+    now = (await run(second, "env", second_dir))["output"]
+    assert "ZX_PROBE=when-the-template-started" in then and "ZX_SECRET_OF_THEN=s3cret" in then
+    assert "ZX_PROBE=now" in now and "ZX_SECRET_OF_THEN" not in now and "when-the-template" not in now
+
+
+async def test_a_crashed_template_starts_again_until_its_policy_gives_up(
+    root: Path, supervisor: Supervisor, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="zodex.gateway")
+    launcher = template_of(supervisor)
+    launcher.policy = RestartPolicy(max_crashes=2, window_s=60)
+    first = await supervisor.worker_for(new_workdir(root, "a"))
+    crashed = launcher.template_pid
+    assert crashed is not None
+    os.kill(crashed, signal.SIGKILL)
+    await wait_for(lambda: launcher.template_pid is None, what="the gateway to see its template die")
+    # Its worker goes on, and its end is still seen (through its pidfd).
+    assert await first.request(messages.PING, {}, timeout=10)
+    second = await supervisor.worker_for(new_workdir(root, "b"))
+    restarted = launcher.template_pid
+    assert restarted not in (None, crashed) and parent_of(second.record.pid) == restarted
+    os.kill(first.record.pid, signal.SIGKILL)
+    await wait_for(lambda: first.record.pid not in supervisor._children, what="the orphan's end to be seen")
+
+    assert restarted is not None
+    os.kill(restarted, signal.SIGKILL)
+    await wait_for(lambda: launcher.policy.gave_up(), what="the second crash to be counted")
+    third = await supervisor.worker_for(new_workdir(root, "c"))
+    fourth = await supervisor.worker_for(new_workdir(root, "d"))
+    assert parent_of(third.record.pid) == parent_of(fourth.record.pid) == os.getpid()
+    assert launcher.template_pid is None, "given up: no template is started"
+    said = [r.getMessage() for r in caplog.records if "worker template unavailable" in r.getMessage()]
+    assert said == [
+        "worker template unavailable (it crashed 2 times in 60s); starting workers as new processes"
+    ]
+
+
+def test_the_template_answers_a_malformed_request_with_an_error_and_goes_on() -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zodex_worker.template", "--channel", str(theirs.fileno())],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        pass_fds=[theirs.fileno()],
+    )
+    theirs.close()
+    ours.settimeout(30)
+    try:
+        assert json.loads(ours.recv(4096)) == {"ready": proc.pid}
+        held = len(os.listdir(f"/proc/{proc.pid}/fd"))
+        read_end, write_end = os.pipe()
+        requests: list[tuple[bytes, list[int]]] = [
+            (b'{"argv": [], "env": {}}', []),
+            (b"not json", [write_end]),
+            (b'{"argv": "x", "env": {}}', [write_end]),
+            (b'{"argv": [], "env": {"A=B": "c"}}', [write_end]),
+            (b'{"argv": ["--workdir", "/"], "env": {}}', [write_end]),
+            (b'{"argv": [], "env": {}, "more": 1}', [write_end, read_end]),
+        ]
+        answers = []
+        for payload, fds in requests:
+            socket.send_fds(ours, [payload], fds)
+            answers.append(json.loads(ours.recv(4096)))
+        assert [sorted(a) for a in answers] == [["error"]] * len(requests), answers
+        assert answers[0]["error"] == "a request carries exactly one descriptor, not 0"
+        assert answers[4]["error"].startswith("not a worker's arguments: ")
+        assert len(os.listdir(f"/proc/{proc.pid}/fd")) == held, "what came with a refused request is closed"
+        assert proc.poll() is None, "it goes on serving"
+    finally:
+        ours.close()  # the template exits when its channel closes
+        assert proc.wait(timeout=30) == 0
+
+
+def test_the_template_does_not_fork_while_it_has_a_thread() -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, daemon=True)
+    thread.start()
+    read_end, write_end = os.pipe()
+    try:
+        before = len(psutil.Process().children())
+        Template(theirs).fork_worker(argparse.Namespace(), {}, write_end)
+        assert json.loads(ours.recv(4096)) == {"error": "the template has a thread; it does not fork"}
+        assert len(psutil.Process().children()) == before, "nothing forked"
+    finally:
+        stop.set()
+        thread.join()
+        for fd in (read_end, write_end):
+            os.close(fd)
+        ours.close()
+        theirs.close()

@@ -1,0 +1,204 @@
+"""``python -m zodex_worker.template``: the worker template of one gateway (a fork server).
+
+Starting a worker as a new Python costs the interpreter and every import of the worker
+(most of a first call in a new workdir) and a private copy of all their pages. The
+template pays that once: it imports the worker's modules, then waits on one socket for
+requests to start a worker and forks one per request. The child becomes the worker —
+its own session, the descriptors and environment the gateway sends, nothing of the
+template's — and only then makes its ZeroMQ context, sockets and event loop; the pages it
+never writes stay shared with the template and its siblings.
+
+So that a fork is safe and a child inherits nothing, the template holds no ZeroMQ context,
+no event loop and no thread (it refuses to fork if one appears), and no worker's state: it
+never runs one itself. Its one channel is a ``SOCK_SEQPACKET`` socket pair the gateway made
+(descriptor ``--channel``): nobody else holds the other end. The messages are JSON objects,
+one per packet (docs/architecture.md#worker-template):
+
+- template → gateway, once: ``{"ready": <pid>}`` when its imports are done;
+- gateway → template: ``{"argv": [...], "env": {...}}`` with one descriptor, the write end
+  of the pipe that becomes the worker's stdout (where it says ``READY``);
+- template → gateway: ``{"pid": <pid>}`` with the worker's pidfd, or ``{"error": "..."}``;
+- template → gateway, whenever a worker ends: ``{"exited": <pid>, "status": <code>}`` (as
+  ``Popen.returncode``: negative for a signal).
+
+It exits when the gateway closes its end; the workers it forked go on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import io
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import traceback
+from typing import Any, Final, NoReturn
+
+from zodex_system import proctree
+from zodex_system.terminal_text import TerminalCleaner
+
+# What a worker runs, imported here once so that every worker shares it.
+from zodex_worker import main as worker_main
+from zodex_worker import patch as _patch  # imported by the worker on its first apply_patch
+
+del _patch
+
+MAX_PACKET: Final = 1 << 20  # an environment and an argv, with room to spare
+
+
+def warm_up() -> None:
+    """What a worker would otherwise compute on its first call and then keep, done once
+    here: the output cleaner's pattern (compiled into ``re``'s cache, several ms)."""
+    TerminalCleaner()
+
+
+class BadRequest(Exception):
+    """One line: why a request was refused."""
+
+
+def parse_request(data: bytes, fds: list[int]) -> tuple[argparse.Namespace, dict[str, str], int]:
+    """The worker's arguments, environment and stdout descriptor; ``BadRequest`` otherwise
+    (the caller closes ``fds``)."""
+    if len(fds) != 1:
+        raise BadRequest(f"a request carries exactly one descriptor, not {len(fds)}")
+    try:
+        request = json.loads(data)
+    except ValueError:
+        raise BadRequest("a request is one JSON object") from None
+    if not isinstance(request, dict) or set(request) != {"argv", "env"}:
+        raise BadRequest('a request is {"argv": [...], "env": {...}}')
+    argv, env = request["argv"], request["env"]
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise BadRequest("argv must be a list of strings")
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
+        raise BadRequest("env must map strings to strings")
+    if any("=" in k or not k or "\0" in k + v for k, v in env.items()) or any("\0" in a for a in argv):
+        raise BadRequest("env names must be non-empty without '='; no NUL anywhere")
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) as said:
+            args = worker_main.parse_args(argv)
+    except SystemExit:
+        lines = said.getvalue().strip().splitlines()
+        raise BadRequest(f"not a worker's arguments: {lines[-1] if lines else 'refused'}") from None
+    return args, env, fds[0]
+
+
+class Template:
+    def __init__(self, channel: socket.socket) -> None:
+        self.channel = channel
+        self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
+        socket.send_fds(self.channel, [json.dumps(message).encode()], fds or [])
+
+    def serve(self) -> int:
+        signal.set_wakeup_fd(self._wake_write)
+        signal.signal(signal.SIGCHLD, lambda _sig, _frame: None)  # the wakeup fd does the work
+        # What the imports made is never collected again: a collection in a worker would
+        # write to every object's header and unshare the pages.
+        warm_up()
+        gc.collect()
+        gc.freeze()
+        self.send({"ready": os.getpid()})
+        poller = select.poll()
+        poller.register(self.channel.fileno(), select.POLLIN)
+        poller.register(self._wake_read, select.POLLIN)
+        while True:
+            for fd, _events in poller.poll():
+                if fd == self._wake_read:
+                    with contextlib.suppress(BlockingIOError):
+                        while os.read(self._wake_read, 512):
+                            pass
+                    self.reap()
+                elif not self.handle_one():
+                    return 0
+
+    def handle_one(self) -> bool:
+        """One request answered; False when the gateway has gone."""
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(self.channel, MAX_PACKET, 4)
+        except ConnectionError:
+            return False
+        if not data and not fds:
+            return False
+        try:
+            args, env, stdout_fd = parse_request(data, fds)
+        except BadRequest as exc:
+            for fd in fds:
+                os.close(fd)
+            self.send({"error": str(exc)})
+            return True
+        try:
+            self.fork_worker(args, env, stdout_fd)
+        finally:
+            os.close(stdout_fd)
+        return True
+
+    def fork_worker(self, args: argparse.Namespace, env: dict[str, str], stdout_fd: int) -> None:
+        if threading.active_count() != 1:  # a fork would copy a lock some thread holds
+            self.send({"error": "the template has a thread; it does not fork"})
+            return
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            self.send({"error": f"fork failed: {exc.strerror or exc}"})
+            return
+        if pid == 0:
+            self.become_worker(args, env, stdout_fd)
+        # Not yet reaped (only this loop reaps), so the pid is still the child's.
+        pidfd = os.pidfd_open(pid)
+        try:
+            self.send({"pid": pid}, [pidfd])
+        finally:
+            os.close(pidfd)
+
+    def reap(self) -> None:
+        for pid, status in proctree.exited_children():  # the template is its workers' one reaper
+            self.send({"exited": pid, "status": os.waitstatus_to_exitcode(status)})
+
+    def become_worker(self, args: argparse.Namespace, env: dict[str, str], stdout_fd: int) -> NoReturn:
+        """In the child: drop everything of the template, then run the worker."""
+        code = 1
+        try:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            self.channel.close()
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+            os.setsid()  # as start_new_session: a Ctrl-C at the gateway's terminal is not its
+            os.dup2(stdout_fd, 1)
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # stdout_fd too; 0 is /dev/null, 2 stderr
+            os.environ.clear()
+            os.environ.update(env)
+            worker_main.start(args)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="zodex-worker-template", description=__doc__)
+    parser.add_argument("--channel", required=True, type=int, help="descriptor of the gateway's socket")
+    args = parser.parse_args(argv)
+    channel = socket.socket(fileno=args.channel)
+    if channel.type != socket.SOCK_SEQPACKET or channel.family != socket.AF_UNIX:
+        sys.exit("zodex-worker-template: --channel must be a UNIX SOCK_SEQPACKET socket")
+    sys.exit(Template(channel).serve())
+
+
+if __name__ == "__main__":
+    main()
