@@ -13,6 +13,8 @@ request        body (requests.py)              reply (replies.py)
 ``shutdown``   ``{}``                          ``bye``: ``{}``
 ``retire``     ``{}``                          ``retired``: ``{"stopping": bool}``
 ``cancel``     ``{"id": str}``                 none
+``person``     :class:`PersonInputRequest`     ``typed``: :class:`PersonTyped`
+``take_over``  :class:`TakeOverRequest`        ``taken_over``: ``{session_handle, taken}``
 =============  ==============================  ===================================
 
 ``cancel`` ends the wait of the ``exec`` or ``write`` whose id it names (its client
@@ -52,6 +54,13 @@ ERROR = "error"
 # Gateway → fleet host over tcp (docs/fleet.md#the-wire): one tool call, ``{tool, args, tag?}``,
 # answered by ``result``, ``patched`` or ``error`` as a worker answers.
 CALL = "call"
+# A person's keystrokes from a viewer (docs/observer.md#a-person-types-into-a-session):
+# written to the session's PTY as they are, never through a tool call.
+PERSON = "person"
+TYPED = "typed"
+# A person takes a session over (the model's characters are refused) or gives it back.
+TAKE_OVER = "take_over"
+TAKEN_OVER = "taken_over"
 
 EVENT_OUTPUT = "output"
 EVENT_PROCESS_STARTED = "process_started"

@@ -12,6 +12,7 @@ from typing import Any
 
 from zodex_protocol import messages
 from zodex_protocol.bodies import BodyReader, flat_body, read_flat
+from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.wait_pattern import OUTCOMES
 
 STATUSES = ("running", "exited")
@@ -65,6 +66,45 @@ class EvictedSession:
 
 
 @dataclass(frozen=True)
+class HumanInput:
+    """What a person typed into the session since the model's last result
+    (docs/tools.md#results): ``text`` is None when the terminal had echo off then."""
+
+    at: str  # ISO-8601 UTC, milliseconds
+    text: str | None
+    hidden: bool
+
+    def fields(self) -> dict[str, Any]:
+        return {"at": self.at, "text": self.text, "hidden": self.hidden}
+
+    @classmethod
+    def read(cls, read: BodyReader) -> HumanInput:
+        hidden = read.flag("hidden")
+        text = read.optional_text("text")
+        if hidden and text is not None:
+            # Refused rather than passed on: hidden characters must never reach the model.
+            raise ProtocolError(ErrorCode.BAD_REQUEST, "human_input: hidden input carries no text")
+        return cls(at=read.text("at"), text=text, hidden=hidden)
+
+
+@dataclass(frozen=True)
+class PersonTyped:
+    """The ``typed`` reply to ``person``: what was written, and whether the terminal hid it."""
+
+    session_handle: str
+    typed: HumanInput
+    chars: int  # how many characters were written
+
+    def to_body(self) -> dict[str, Any]:
+        return {"session_handle": self.session_handle, "chars": self.chars, **self.typed.fields()}
+
+    @classmethod
+    def from_body(cls, body: object) -> PersonTyped:
+        read = BodyReader(body, messages.TYPED)
+        return cls(read.text("session_handle"), HumanInput.read(read), read.integer("chars"))
+
+
+@dataclass(frozen=True)
 class SessionResult:
     """The ``result`` of ``exec`` and ``write``: the tool result of docs/tools.md#results,
     plus the wire-only ``_session``. Optional fields are None here and absent on the wire."""
@@ -85,6 +125,9 @@ class SessionResult:
     # wait (wait_pattern.OUTCOMES), and the text that matched.
     wait: str | None = None
     matched_text: str | None = None
+    human_input: tuple[HumanInput, ...] = ()  # a person's input since the last result
+    # True while a person has taken the session over; False in the first result after release.
+    taken_over: bool | None = None
     # Wire-only, in an exec reply for a command that already ended (so it carries no
     # session_handle): the session it ran in, so history can link its output to the call.
     session: str | None = None
@@ -116,6 +159,10 @@ class SessionResult:
         if self.evicted_session is not None:
             evicted = self.evicted_session
             result["evicted_session"] = {"session_handle": evicted.session_handle, "cmd": evicted.cmd}
+        if self.human_input:
+            result["human_input"] = [typed.fields() for typed in self.human_input]
+        if self.taken_over is not None:
+            result["taken_over"] = self.taken_over
         return result
 
     def to_body(self) -> dict[str, Any]:
@@ -126,7 +173,9 @@ class SessionResult:
 
     def without_output(self) -> SessionResult:
         """A final result answered again (from a tombstone): the same fields, no new output."""
-        return replace(self, output="", session=None, wait=None, matched_text=None)
+        return replace(
+            self, output="", session=None, wait=None, matched_text=None, human_input=(), taken_over=None
+        )
 
     def waited(self, wait: str | None, matched_text: str | None = None) -> SessionResult:
         """This result with the outcome of its call's wait_for; ``wait`` None: it had none."""
@@ -167,6 +216,10 @@ class SessionResult:
             ),
             wait=read.choice("wait", OUTCOMES) if read.has("wait") else None,
             matched_text=read.optional_text("matched_text"),
+            human_input=tuple(HumanInput.read(typed) for typed in read.maps("human_input"))
+            if read.has("human_input")
+            else (),
+            taken_over=read.optional_flag("taken_over"),
             session=read.optional_text(messages.SESSION_KEY),
         )
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from zodex_protocol import messages
 from zodex_protocol.bodies import body_map
+from zodex_protocol.errors import ErrorCode, ProtocolError
+from zodex_protocol.handles import MAX_HANDLE_CHARS
 from zodex_protocol.limits import Limits
 from zodex_protocol.validation import (
     check_exec_args,
@@ -131,3 +133,45 @@ class PatchRequest:
 
     def to_body(self) -> dict[str, Any]:
         return {"patch": self.patch, "workdir": self.workdir}
+
+
+@dataclass(frozen=True)
+class PersonInputRequest:
+    """A person's keystrokes for a running session, from a viewer (never from a model):
+    the same bounds as ``write_stdin``'s ``chars``, and never empty."""
+
+    session_handle: str
+    chars: str
+
+    @classmethod
+    def from_body(cls, body: object, limits: Limits) -> PersonInputRequest:
+        args = body_map(body, messages.PERSON)
+        handle = check_type(args, "session_handle", str, required=True)
+        chars = check_type(args, "chars", str, required=True)
+        check_length("session_handle", handle, MAX_HANDLE_CHARS)
+        if not chars:
+            raise ProtocolError(ErrorCode.INVALID_ARGUMENT, "chars must not be empty")
+        check_length("chars", chars, limits.max_chars_chars)
+        return cls(session_handle=handle, chars=chars)
+
+    def to_body(self) -> dict[str, Any]:
+        return {"session_handle": self.session_handle, "chars": self.chars}
+
+
+@dataclass(frozen=True)
+class TakeOverRequest:
+    """A person takes over a running session (``taken``), or gives it back."""
+
+    session_handle: str
+    taken: bool
+
+    @classmethod
+    def from_body(cls, body: object) -> TakeOverRequest:
+        args = body_map(body, messages.TAKE_OVER)
+        handle = check_type(args, "session_handle", str, required=True)
+        taken = check_type(args, "taken", bool, required=True)
+        check_length("session_handle", handle, MAX_HANDLE_CHARS)
+        return cls(session_handle=handle, taken=taken)
+
+    def to_body(self) -> dict[str, Any]:
+        return {"session_handle": self.session_handle, "taken": self.taken}

@@ -25,6 +25,7 @@ from zodex_protocol.loop_socket import LoopSocket
 from zodex_protocol.progress import ProgressNote
 from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
 from zodex_worker.call_waits import CallWait, WaitCancelled
+from zodex_worker.person_input import person_handlers
 from zodex_worker.service import WorkerService
 
 log = logging.getLogger("zodex.worker")
@@ -81,6 +82,7 @@ class WorkerServer:
             messages.PATCH: self._on_patch,
             messages.SHUTDOWN: self._on_shutdown,
             messages.RETIRE: self._on_retire,
+            **person_handlers(service.person, service.limits),  # a person's, from a viewer
         }
         self._waiting_handlers: dict[str, WaitingHandler] = {
             messages.EXEC: self._on_exec,

@@ -27,6 +27,7 @@ from zodex_system import proctree
 from zodex_system.cgroups import Group, SessionGroups
 from zodex_worker.call_waits import CallWait, WaitCancelled
 from zodex_worker.output import SessionOutput
+from zodex_worker.person_input import PersonInputs
 from zodex_worker.pty_backend import Terminal, spawn_terminal
 from zodex_worker.reaper import Reaper
 from zodex_worker.results import session_result
@@ -74,6 +75,7 @@ class WorkerService:
         self.config = config
         self.limits = config.limits
         self.table = SessionTable(config.limits.sessions_per_worker, config.limits.tombstone_s)
+        self.person = PersonInputs(self.table)  # a person's keystrokes from a viewer
         self._reaper = reaper
         self._publish = publish
         self.stopping = False
@@ -109,7 +111,9 @@ class WorkerService:
             raise
         async with session.lock:
             wait = _wait_outcome(session, request.wait_for)
-            result = session_result(session, session.output.take_delta()).waited(*wait)
+            result = self.person.attach(
+                session.handle, session_result(session, session.output.take_delta()).waited(*wait)
+            )
             if result.session_handle is not None:  # running, or left jobs behind
                 session.handle_delivered = True
             else:
@@ -134,7 +138,9 @@ class WorkerService:
             raise ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {handle}")
         pattern = request.wait_for
         if isinstance(found, Tombstone):
-            return tombstones.poll_result(found.final).waited(EXITED if pattern else None)
+            return self.person.attach(
+                handle, tombstones.poll_result(found.final).waited(EXITED if pattern else None)
+            )
         session = found
         async with session.lock:
             session.last_used = time.monotonic()
@@ -142,6 +148,7 @@ class WorkerService:
                 await session.terminate("killed")
             elif chars:
                 self._refuse_if_stopping()
+                self.person.refuse_model_chars(handle)
                 typed_at = time.monotonic()
                 if pattern is not None:
                     session.output.watch(pattern, after_typing=True)
@@ -159,7 +166,9 @@ class WorkerService:
             if not session.running:
                 session.refresh_background()  # a poll reports the jobs still running now
             wait = _wait_outcome(session, pattern, killed=kill)
-            result = session_result(session, session.output.take_delta()).waited(*wait)
+            result = self.person.attach(
+                handle, session_result(session, session.output.take_delta()).waited(*wait)
+            )
             session.last_used = time.monotonic()
             return result
 

@@ -49,6 +49,7 @@ _LOCAL_KEYS = (
     make_key("history.max-size", "size", 500 * 1024**2, "history is trimmed to this size"),
     make_key("tunnel.id", "string", None, "tunnel identifier, for the tunnel command"),
     make_key("tunnel.command", "string", None, "tunnel client command line, started and stopped with Local"),
+    make_key("observer.steer", "switch", False, "a person may type into sessions from Liveboard (docs/observer.md#a-person-types-into-a-session)"),
     make_key("mcp.read-only-hint", "bool", True, "mark read-only tools with readOnlyHint (docs/tools.md#annotations)"),
     make_key("mcp.port", "int", None, "the MCP port; unset: the last one when free (docs/modes.md#a-stable-address)", bounds=PORT_BOUNDS),
     make_key("mcp.token", "string", "persistent", "persistent: one MCP token kept until rotated; per-start: a new one at each start", choices=("per-start", "persistent")),

@@ -11,6 +11,8 @@ readers pass ``recover=False``. :mod:`.render` formats invocations for
 
 from zodex_gateway.history.ids import NO_AGENT, agent_matches
 from zodex_gateway.history.records import (
+    BY_MODEL,
+    BY_PERSON,
     ERROR,
     INCOMPLETE,
     OK,
@@ -25,6 +27,8 @@ from zodex_gateway.history.storage import DB_NAME, clear_history
 from zodex_gateway.history.store import HistoryStore
 
 __all__ = [
+    "BY_MODEL",
+    "BY_PERSON",
     "DB_NAME",
     "ERROR",
     "HISTORY_SCHEMA",

@@ -19,6 +19,7 @@ def insert(conn: sqlite3.Connection, now: float, call: CallStart) -> str:
     agent_id, tool_name, args = call["agent_id"], call["tool_name"], call["args"]
     declared_workdir, real_workdir = call["declared_workdir"], call["real_workdir"]
     session_handle = call.get("session_handle")
+    by_person = bool(call.get("by_person", False))
     if agent_id is not None:
         # A call is the agent being seen: callers need not write agent_for() every time.
         conn.execute("UPDATE agents SET last_seen = MAX(last_seen, ?) WHERE agent_id = ?", (now, agent_id))
@@ -32,14 +33,15 @@ def insert(conn: sqlite3.Connection, now: float, call: CallStart) -> str:
         known = sessions.creator(conn, session_handle)
         if known is not None:
             creator = known.agent_id
-            cross_agent = creator != agent_id
+            # A person types into the session of its creator's column, not across agents.
+            cross_agent = creator != agent_id and not by_person
     for _ in range(_ID_ATTEMPTS):
         invocation_id = new_invocation_id(now)
         try:
             conn.execute(
                 "INSERT INTO invocations (id, agent_id, tool_name, args, declared_workdir, real_workdir,"
-                " status, started_at, session_handle, handle_creator, cross_agent, size)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " status, started_at, session_handle, handle_creator, cross_agent, size, by_person)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     invocation_id,
                     agent_id,
@@ -53,6 +55,7 @@ def insert(conn: sqlite3.Connection, now: float, call: CallStart) -> str:
                     creator,
                     int(cross_agent),
                     size,
+                    int(by_person),
                 ),
             )
         except sqlite3.IntegrityError:

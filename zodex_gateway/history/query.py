@@ -110,4 +110,5 @@ def _invocation(row: Sequence[Any], files: tuple[FileChange, ...]) -> Invocation
     if found["duration_ms"] is not None:
         found["duration_ms"] = int(found["duration_ms"])
     found["cross_agent"] = bool(found["cross_agent"])
+    found["by_person"] = bool(found["by_person"])
     return Invocation(**found, files=files)

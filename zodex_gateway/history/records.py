@@ -10,6 +10,8 @@ PENDING: Final = "pending"
 OK: Final = "ok"
 ERROR: Final = "error"
 INCOMPLETE: Final = "incomplete"
+BY_MODEL: Final = "model"
+BY_PERSON: Final = "person"
 
 RUNTIME_STOPPED: Final = "runtime stopped before the call completed"
 PROCESS_LOST: Final = "lost"
@@ -61,6 +63,7 @@ class CallStart(TypedDict):
     declared_workdir: str | None
     real_workdir: str | None
     session_handle: NotRequired[str | None]  # write_stdin: the session it targets
+    by_person: NotRequired[bool]  # a person's input from a viewer, never a tool call
 
 
 class CallOutcome(TypedDict):
@@ -106,3 +109,9 @@ class Invocation:
     cross_agent: bool  # write_stdin: the caller is not the session's creator
     incomplete_reason: str | None
     files: tuple[FileChange, ...]
+    by_person: bool = False  # a person typed it from a viewer (docs/history.md#who-typed)
+
+    @property
+    def by(self) -> str:
+        """Who made the call: BY_MODEL or BY_PERSON."""
+        return BY_PERSON if self.by_person else BY_MODEL

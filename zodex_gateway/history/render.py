@@ -13,7 +13,15 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
 from typing import Any, Final
 
-from zodex_gateway.history.records import ERROR, INCOMPLETE, PENDING, AgentRecord, FileChange, Invocation
+from zodex_gateway.history.records import (
+    BY_PERSON,
+    ERROR,
+    INCOMPLETE,
+    PENDING,
+    AgentRecord,
+    FileChange,
+    Invocation,
+)
 
 OUTPUT_TAIL_LINES: Final = 20
 LINE_WIDTH: Final = 200  # longer output lines are cut in Markdown (never in --raw)
@@ -65,6 +73,7 @@ def _json_entry(inv: Invocation, raw: bool, agents: Mapping[str, AgentRecord]) -
         cross_agent=inv.cross_agent,
         incomplete_reason=inv.incomplete_reason,
         files=[_json_file(change, raw) for change in inv.files],
+        by=inv.by,
     )
     if raw:
         entry.update(result=inv.result, error=inv.error)
@@ -97,6 +106,8 @@ def _markdown_entry(inv: Invocation, agents: Mapping[str, AgentRecord], raw: boo
     alias = _alias(inv.agent_id, agents)
     if alias is not None:
         who += f" ({alias})"
+    if inv.by == BY_PERSON:
+        who = f"a person, in {who}'s session"
     heading = [_local_time(inv.started_at, tz), who, inv.tool_name, inv.status]
     if inv.duration_ms is not None:
         heading.append(_duration(inv.duration_ms))

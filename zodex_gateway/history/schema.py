@@ -6,7 +6,8 @@ bytes on disk (:mod:`.size_limit`); these sums estimate what deleting rows frees
 
 Version 2 adds each session's output counters for the per-command output cap
 (:mod:`.output_cap`). Version 3 stores new output in segment files (:mod:`.segments`):
-``output_segments`` names them, and a chunk row gives the frame that holds its text.
+``output_segments`` names them, and a chunk row gives the frame that holds its text. Version 4 marks the input
+a person typed from a viewer (``by_person``; docs/history.md#who-typed).
 """
 
 from __future__ import annotations
@@ -124,12 +125,17 @@ ALTER TABLE output_chunks ADD COLUMN frame_at INTEGER;
 ALTER TABLE output_chunks ADD COLUMN frame_bytes INTEGER
 """
 
-HISTORY_SCHEMA: Final = 3
+_V4: Final = """
+ALTER TABLE invocations ADD COLUMN by_person INTEGER NOT NULL DEFAULT 0
+"""
+
+HISTORY_SCHEMA: Final = 4
 
 _MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {
     1: lambda conn: _run_script(conn, _V1),
     2: lambda conn: _run_script(conn, _V2),
     3: lambda conn: _run_script(conn, _V3),
+    4: lambda conn: _run_script(conn, _V4),
 }
 
 

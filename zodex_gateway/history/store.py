@@ -169,7 +169,8 @@ class HistoryStore:
 
     def begin(self, **call: Unpack[CallStart]) -> str:
         """Record a call before its side effect; returns its id. With ``session_handle``
-        (write_stdin) the session's creator is looked up and compared with the caller.
+        (write_stdin) the session's creator is looked up and compared with the caller;
+        ``by_person`` marks a person's input from a viewer.
         Raises HistoryUnavailable, and then the call must not run."""
         now = self._clock()
         with self._db.write("history cannot record this call (disk full?): {error}; nothing was run") as conn:

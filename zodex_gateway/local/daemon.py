@@ -22,7 +22,7 @@ import time
 from zodex_gateway.agents.session_ids import BadSessionKey, load_or_create_session_ids
 from zodex_gateway.config.settings import LocalConfig, config_path
 from zodex_gateway.local.address import PortUnavailable, listen_mcp, mcp_token, token_refusal
-from zodex_gateway.local.bearer import ensure_bearer
+from zodex_gateway.local.bearer import ensure_bearer, write_secret
 from zodex_gateway.local.discovery import RUNTIME_ENV, Discovery, OwnedProcess, iso, write_owned
 from zodex_gateway.local.front import LocalFront
 from zodex_gateway.local.paths import LocalPaths
@@ -94,6 +94,11 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
     try:
         token = mcp_token(paths, config.text("mcp.token"))
         ensure_bearer(paths.observer_bearer)
+        steer = config.flag("observer.steer")
+        if steer:
+            write_secret(paths.observer_steer)  # a new one each start: no viewer keeps it
+        else:
+            paths.observer_steer.unlink(missing_ok=True)
         sock = listen_mcp(paths, config.optional_integer("mcp.port"), listen)
         observer_sock = listen("127.0.0.1", 0)
     except (PortUnavailable, UnsafeDirectory) as exc:  # a busy pinned port, an unsafe kept token
@@ -124,6 +129,7 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
                 "base_url": observer_url,
                 "bearer_token_path": str(paths.observer_bearer),
                 "events_url": f"{observer_url}/v1/events",
+                **({"steer_token_path": str(paths.observer_steer)} if steer else {}),
             },
         ).write(paths.discovery)
         owned = [OwnedProcess("runtime", os.getpid(), proctree.start_time(os.getpid()))]
@@ -149,7 +155,13 @@ def run(start_directory: str, ttl_seconds: float | None, ready_fd: int) -> int:
 
     read_only_hint = config.flag("mcp.read-only-hint")
     observer_url = base_url(observer_sock)
-    observer = ObserverServing(observer_sock, file_bearer(paths.observer_bearer), runtime.runtime_id, started)
+    observer = ObserverServing(
+        observer_sock,
+        file_bearer(paths.observer_bearer),
+        runtime.runtime_id,
+        started,
+        steer=file_bearer(paths.observer_steer) if steer else None,
+    )
     transport = http_transport(
         sock,
         LocalFront.admitting(token, sock.getsockname()[0], refusal=token_refusal()),

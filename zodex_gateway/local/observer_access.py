@@ -1,7 +1,8 @@
 """How a viewer on this machine reaches the running runtime's observer API.
 
 The observer advertises itself in ``discovery.json`` (``observability``); its bearer lives
-in a ``0600`` file that only this user can read. Viewers (``zodex local watch`` and its
+in a ``0600`` file that only this user can read, and so does the steer token when
+``observer.steer`` is on. Viewers (``zodex local watch`` and its
 terminal mode) read both here and never hand the bearer to a browser.
 """
 
@@ -20,10 +21,17 @@ class ObserverAccess:
     base_url: str  # e.g. http://127.0.0.1:41234 (no trailing slash)
     bearer: str
     runtime_id: str
+    # With observer.steer on: the token of the one route that types into a session. Only
+    # the watch host uses it (docs/observer.md#a-person-types-into-a-session).
+    steer_token: str | None = None
 
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.bearer}"}
+
+    @property
+    def steer_headers(self) -> dict[str, str] | None:
+        return None if self.steer_token is None else {"Authorization": f"Bearer {self.steer_token}"}
 
 
 def observer_access(paths: LocalPaths) -> ObserverAccess:
@@ -40,4 +48,11 @@ def observer_access(paths: LocalPaths) -> ObserverAccess:
         bearer = Path(token_path).read_text().strip()
     except OSError as exc:
         raise LocalError(f"cannot read the observer bearer {token_path}: {exc.strerror}") from exc
-    return ObserverAccess(base_url.rstrip("/"), bearer, discovery.runtime_id)
+    steer_path = info.get("steer_token_path")
+    steer_token = None
+    if isinstance(steer_path, str):
+        try:
+            steer_token = Path(steer_path).read_text().strip() or None
+        except OSError as exc:
+            raise LocalError(f"cannot read the observer steer token {steer_path}: {exc.strerror}") from exc
+    return ObserverAccess(base_url.rstrip("/"), bearer, discovery.runtime_id, steer_token)

@@ -46,6 +46,11 @@ class LocalPaths:
         return self.runtime / "observer-bearer"
 
     @property
+    def observer_steer(self) -> Path:
+        """The steer token (``observer.steer``): new at each start, removed when off."""
+        return self.runtime / "observer-steer"
+
+    @property
     def session_key(self) -> Path:
         """The key that signs MCP session ids (docs/agents.md#identity); kept across restarts."""
         return self.runtime / "mcp-session-key"
@@ -53,7 +58,7 @@ class LocalPaths:
     @property
     def secret_files(self) -> tuple[Path, ...]:
         """The text secrets kept here, which nothing stored or shown to viewers may hold."""
-        return (self.token, self.observer_bearer, self.session_key)
+        return (self.token, self.observer_bearer, self.observer_steer, self.session_key)
 
     @property
     def owned(self) -> Path:

@@ -185,6 +185,25 @@ SESSION_RESULT: dict[str, Any] = {
             "properties": {"session_handle": {"type": "string"}, "cmd": {"type": "string"}},
             "required": ["session_handle", "cmd"],
         },
+        "human_input": {
+            "type": "array",
+            "description": "What the person watching typed into this session since your last result; "
+            "text is null when the terminal hid it (a password prompt).",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "at": {"type": "string"},
+                    "text": {"type": ["string", "null"]},
+                    "hidden": {"type": "boolean"},
+                },
+                "required": ["at", "text", "hidden"],
+            },
+        },
+        "taken_over": {
+            "type": "boolean",
+            "description": "True while the person watching has taken this session over (your characters "
+            "are refused; poll to watch); false once, when they give it back.",
+        },
         "zodex_context": {
             "type": "object",
             "description": "Instructions and skills for you, sent once (Local mode).",

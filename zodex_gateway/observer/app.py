@@ -1,7 +1,8 @@
 """The observer's HTTP app: JSON and server-sent events over the history store and the
 event hub, behind a bearer (docs/observer.md).
 
-It is read-only but for one route, an agent's alias (Liveboard's editor). One ASGI guard
+It is read-only but for one route, an agent's alias (Liveboard's editor), and, with
+``observer.steer``, the steer route (:mod:`.steer`), which takes its own token. One ASGI guard
 wraps everything: it answers a Host that is not this listener's loopback address with 421
 and a missing or wrong bearer with 401 (the rules every listener shares, in
 :mod:`zodex_gateway.web.guard`), OPTIONS and every other non-GET with 405, turns any
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -42,6 +43,7 @@ from zodex_gateway.observer.paging import (
     position_cursor,
     query_int,
 )
+from zodex_gateway.observer.steer import CallWatcher, Steering, SteerRoute, is_steer_route
 from zodex_gateway.observer.views import (
     API_SCHEMA_VERSION,
     API_VERSION,
@@ -62,14 +64,22 @@ _NO_STORE = (b"cache-control", b"no-store")
 ERRORS: Final = guard.JsonErrors(schema_version=API_SCHEMA_VERSION)
 MAX_ALIAS_BODY: Final = 4096
 MAX_MS: Final = 2**53
+STEER_OFF: Final = "typing into sessions is off; set observer.steer = true and restart Zodex Local"
 T = TypeVar("T")
 
 
-def _admission(bearer: Callable[[], str]) -> guard.Admit:
-    """The bearer, then the method: GET, or the one write route."""
+def _admission(bearer: Callable[[], str], steering: Steering | None) -> guard.Admit:
+    """The bearer, then the method: GET, or the alias route. The steer route takes the
+    steer token instead, and only that (docs/observer.md#a-person-types-into-a-session)."""
 
     def admit(scope: Scope) -> Scope | Response:
         method = scope["method"]
+        if is_steer_route(method, scope["path"]):
+            if steering is None:
+                return ERRORS.response(403, STEER_OFF)
+            if not guard.secret_matches(guard.bearer(scope), steering.token()):
+                return ERRORS.response(401, "missing or wrong steer token", {"WWW-Authenticate": "Bearer"})
+            return scope
         if not guard.secret_matches(guard.bearer(scope), bearer()):
             return ERRORS.response(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
         if method != "GET" and not _alias_route(method, scope["path"]):
@@ -119,7 +129,9 @@ class ObserverApi:
         on_alias: Callable[[AgentRecord], None] | None,
         keepalive_s: float,
         secrets: SecretRegistry,
+        steer: bool,
     ) -> None:
+        self._steer = steer
         self._store = store
         self._secrets = secrets
         self._runtime_id = runtime_id
@@ -140,6 +152,7 @@ class ObserverApi:
                 "agent_count": agent_count,
                 "invocation_count": invocation_count,
                 "sequence": self._hub.sequence if self._hub is not None else 0,
+                "steer": self._steer,
             }
         )
 
@@ -360,11 +373,15 @@ def create_observer_app(
     on_alias: Callable[[AgentRecord], None] | None = None,
     keepalive_s: float = KEEPALIVE_S,
     secrets: SecretRegistry = SECRETS,
+    steering: Steering | None = None,
+    watchers: Sequence[CallWatcher] = (),
 ) -> Starlette:
     """The observer API over ``store``; see the module docstring. ``bearer_token`` is the
     secret, or a function returning the current one (see :func:`file_bearer`); ``hub``
     serves ``/v1/events``; ``on_alias`` hears every alias set through the API; ``secrets``
-    are redacted from the aliases it stores and from the cleaned views it builds."""
+    are redacted from the aliases it stores and from the cleaned views it builds;
+    ``steering`` (``observer.steer``) opens the steer route, whose inputs ``watchers`` hear
+    of as they are recorded."""
     if isinstance(bearer_token, str):
         if not bearer_token:
             raise ValueError("the observer needs a bearer token")
@@ -380,6 +397,7 @@ def create_observer_app(
         on_alias=on_alias,
         keepalive_s=keepalive_s,
         secrets=secrets,
+        steer=steering is not None,
     )
     routes = [
         Route("/v1/status", api.status, methods=["GET"]),
@@ -393,6 +411,10 @@ def create_observer_app(
         Route("/v1/timeline/{presentation_id}", api.presentation, methods=["GET"]),
         Route("/v1/events", api.events, methods=["GET"]),
     ]
+    if steering is not None:
+        steer = SteerRoute(steering, store, secrets, watchers)
+        routes.append(Route("/v1/sessions/{handle}/input", steer.type_in, methods=["POST"]))
+        routes.append(Route("/v1/sessions/{handle}/takeover", steer.take_over, methods=["POST"]))
     app = Starlette(
         routes=routes,
         exception_handlers={
@@ -405,7 +427,7 @@ def create_observer_app(
         guard.ListenerGuard,
         name="observer",
         errors=ERRORS,
-        admit=_admission(bearer),
+        admit=_admission(bearer, steering),
         always=[_NO_STORE],
         catch_errors=True,
     )

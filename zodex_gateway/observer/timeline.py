@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from zodex_gateway.history import ERROR, OK, PENDING, HistoryStore, Invocation, agent_matches
+from zodex_gateway.history import BY_PERSON, ERROR, OK, PENDING, HistoryStore, Invocation, agent_matches
 from zodex_gateway.history.render import summary
 from zodex_gateway.observer.display import shown_text
 from zodex_gateway.observer.views import file_entry, is_running, iso_utc
@@ -76,7 +76,8 @@ def build(invocations: Sequence[Invocation]) -> list[Presentation]:
             command = commands.get(handle) if handle else None
             if command is not None and command.first.agent_id != inv.agent_id:
                 command = None  # another agent's session: its call stays a record of its own
-            if command is not None:
+            if command is not None and inv.by != BY_PERSON:
+                # A person's input carries no result of the command: it never is its latest.
                 command.latest = inv
                 command.absorb(inv)
             if inv.args.get("kill_process"):
@@ -236,6 +237,7 @@ def to_json(
         "started_at_ms": round(inv.started_at * 1000),
         "workdir": inv.real_workdir or inv.declared_workdir,
         "invocation_ids": list(record.invocation_ids),
+        "by": inv.by,
     }
     updated_at = record.updated_at
     if record.kind == "command":

@@ -47,6 +47,7 @@ def invocation_summary(inv: Invocation) -> dict[str, Any]:
         "real_workdir": inv.real_workdir,
         "summary": summary(inv),
         "session_handle": inv.session_handle,
+        "by": inv.by,
     }
 
 

@@ -64,6 +64,7 @@ class ObserverServing:
     bearer: Callable[[], str]
     runtime_id: str
     started_at: float
+    steer: Callable[[], str] | None = None  # the steer token, with observer.steer on
 
 
 def http_transport(
@@ -101,8 +102,11 @@ def http_transport(
         listeners.add(front(mcp), sock)
         history_store = opened.features.history
         if observer is not None and history_store is not None and opened.hub is not None:
-            from zodex_gateway.observer import create_observer_app
+            from zodex_gateway.observer import Steering, SupervisorSteer, create_observer_app
 
+            steering = None
+            if observer.steer is not None:
+                steering = Steering(observer.steer, SupervisorSteer(supervisor), supervisor.runtime.limits)
             observer_app = create_observer_app(
                 history_store,
                 runtime_id=observer.runtime_id,
@@ -110,6 +114,8 @@ def http_transport(
                 started_at=observer.started_at,
                 hub=opened.hub,
                 on_alias=opened.feed.agent_updated if opened.feed is not None else None,
+                steering=steering,
+                watchers=[opened.feed] if opened.feed is not None else [],
             )
             listeners.add(observer_app, observer.sock)
 

@@ -124,6 +124,7 @@ def test_json_shape() -> None:
         "cross_agent": False,
         "incomplete_reason": None,
         "files": [],
+        "by": "model",
     }
     assert "alias" not in patch  # the agent has none
     assert patch["files"][0] == {

@@ -78,6 +78,7 @@ def test_status(client: TestClient, seeded: Seeded) -> None:
         "agent_count": 2,
         "invocation_count": 8,
         "sequence": 0,
+        "steer": False,
     }
 
 

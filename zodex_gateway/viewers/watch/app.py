@@ -3,9 +3,11 @@
 A guard runs before any route: a ``Host`` header that is not the bound loopback address
 is a 421 (DNS rebinding; the rule every listener shares, :mod:`zodex_gateway.web.guard`),
 a first path segment that is not the per-run secret (compared in constant time) is a 404,
-and so is any method but GET and PUT; a PUT from another page's origin is a 403. Under
-``/<secret>/`` the routes are Liveboard's files, the observer's read routes and its one
-write route (the alias). Anything else is a 404. Every response is ``no-store``, sends no
+and so is any method but GET, PUT and POST; a PUT from another page's origin is a 403. Under ``/<secret>/`` the routes are Liveboard's
+files, the observer's read routes, its alias route, and the steer route (a person's
+keystrokes, sent on with the steer token, only with Liveboard's own Origin and only from a
+connection this account opened).
+Anything else is a 404. Every response is ``no-store``, sends no
 referrer (the secret is in the URL) and carries a strict content security policy; no CORS
 header is ever sent.
 """
@@ -13,6 +15,7 @@ header is ever sent.
 from __future__ import annotations
 
 import hmac
+import os
 import re
 from pathlib import Path
 from typing import Final
@@ -29,10 +32,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from zodex_gateway.observer.views import API_SCHEMA_VERSION
 from zodex_gateway.viewers.liveboard import STATIC_DIR
+from zodex_gateway.viewers.watch.peer import peer_uid
 from zodex_gateway.viewers.watch.proxy import ObserverProxy, ObserverUnavailable
 from zodex_gateway.web import guard
 
 MAX_ALIAS_BODY: Final = 4096
+# The observer bounds the characters (limits.max-chars-chars); this only stops a flood early.
+MAX_STEER_BODY: Final = 4 * 1024 * 1024
 # Ids the observer hands out (4-character agents, 13-character invocations), with room to grow;
 # never "." or "..", which a URL parser would fold into the path.
 _ID: Final = r"[A-Za-z0-9_-][A-Za-z0-9_.~-]{0,127}"
@@ -49,6 +55,7 @@ _READ_ROUTES: Final = tuple(
         f"invocations/{_ID}/output",
     )
 )
+_STEER_ACTIONS: Final = ("input", "takeover")  # typing, and taking a session over
 _STATIC_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\.(html|js|css|svg)")
 _CONTENT_TYPES: Final = {
     "html": "text/html; charset=utf-8",
@@ -70,22 +77,29 @@ _SECURITY_HEADERS: Final = (
 ERRORS: Final = guard.JsonErrors(schema_version=API_SCHEMA_VERSION)
 
 
+def own_origins(port: int) -> set[bytes]:
+    """The ``Origin`` of Liveboard's own page, as a browser sends it."""
+    return {f"http://{name}:{port}".encode() for name in ("127.0.0.1", "localhost")}
+
+
 class _SecretPath:
     """The watch host's admission: the secret path, GET or PUT, and a PUT only from
     Liveboard's own page; strips ``/<secret>`` before the routes."""
 
     def __init__(self, secret: str, port: int) -> None:
         self._secret = secret.encode()
-        self._origins = {f"http://{name}:{port}".encode() for name in ("127.0.0.1", "localhost")}
+        self._origins = own_origins(port)
 
     def __call__(self, scope: Scope) -> Scope | Response:
         headers = dict(scope["headers"])
         path: str = scope["path"]
         first = path[1:].split("/", 1)[0]
         inner = path[len(first) + 1 :]
-        if not hmac.compare_digest(first.encode(), self._secret) or scope["method"] not in ("GET", "PUT"):
+        method = scope["method"]
+        if not hmac.compare_digest(first.encode(), self._secret) or method not in ("GET", "PUT", "POST"):
             return ERRORS.response(404, "not found")
-        if scope["method"] == "PUT" and headers.get(b"origin", b"").lower() not in (b"", *self._origins):
+        origin = headers.get(b"origin", b"").lower()
+        if method == "PUT" and origin not in (b"", *self._origins):
             # Browsers preflight a cross-origin PUT (and get no CORS answer); this is for the rest.
             return ERRORS.response(403, "writes come only from Liveboard's own page")
         if not inner:
@@ -144,8 +158,9 @@ class _EventStream(Response):
 
 
 class WatchRoutes:
-    def __init__(self, proxy: ObserverProxy, static_dir: Path) -> None:
+    def __init__(self, proxy: ObserverProxy, static_dir: Path, origins: set[bytes]) -> None:
         self._proxy = proxy
+        self._origins = origins
         self._static_dir = static_dir
         self.closing = anyio.Event()
 
@@ -199,10 +214,34 @@ class WatchRoutes:
                 return ERRORS.response(413, "the alias request is too large")
         return await self._forward(request, f"/v1/agents/{quote(agent_id)}/alias", body=body)
 
-    async def _forward(self, request: Request, path: str, *, body: bytes | None = None) -> Response:
+    async def steer(self, request: Request) -> Response:
+        """A person's keystrokes for a session, or taking it over: from Liveboard's own page
+        and this account only, as JSON, bounded."""
+        handle, action = request.path_params["handle"], request.path_params["action"]
+        if re.fullmatch(_ID, handle) is None or action not in _STEER_ACTIONS:
+            return ERRORS.response(404, "not found")
+        origin = request.headers.get("origin", "").lower().encode()
+        if origin not in self._origins:
+            # The page's own Origin, which a browser always sends on a POST, is required.
+            return ERRORS.response(403, "typing comes only from Liveboard's own page")
+        client, server = request.scope.get("client"), request.scope.get("server")
+        if client is None or server is None or peer_uid(tuple(client), tuple(server)) != os.getuid():
+            return ERRORS.response(403, "only the account running Zodex Local may type into its sessions")
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return ERRORS.response(415, "send the input as application/json")
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_STEER_BODY:
+                return ERRORS.response(413, "the input is too large")
+        return await self._forward(request, f"/v1/sessions/{quote(handle)}/{action}", body=body, steer=True)
+
+    async def _forward(
+        self, request: Request, path: str, *, body: bytes | None = None, steer: bool = False
+    ) -> Response:
         try:
             upstream = await self._proxy.send(
-                request.method, path, request.url.query, request.headers, body=body
+                request.method, path, request.url.query, request.headers, body=body, steer=steer
             )
         except ObserverUnavailable as exc:
             return ERRORS.response(exc.status_code, exc.message)
@@ -227,13 +266,14 @@ def create_watch_app(
     event ends every open event stream when set)."""
     if len(secret) < 32:
         raise ValueError("the viewer's secret must be at least 32 characters")
-    routes = WatchRoutes(proxy, static_dir)
+    routes = WatchRoutes(proxy, static_dir, own_origins(port))
     app = Starlette(
         routes=[
             Route("/", routes.index, methods=["GET"]),
             Route("/static/{name}", routes.static, methods=["GET"]),
             Route("/api/v1/events", routes.events, methods=["GET"]),
             Route("/api/v1/agents/{agent_id}/alias", routes.alias, methods=["PUT"]),
+            Route("/api/v1/sessions/{handle}/{action}", routes.steer, methods=["POST"]),
             Route("/api/v1/{route:path}", routes.read, methods=["GET"]),
         ],
         exception_handlers={HTTPException: _not_found},

@@ -18,6 +18,7 @@ from zodex_gateway.local.lifecycle import LocalError
 from zodex_gateway.local.observer_access import ObserverAccess
 
 AccessSource = Callable[[], ObserverAccess]
+STEER_OFF: Final = "typing into sessions is off; set observer.steer = true and restart Zodex Local"
 
 # Headers of the browser's request the observer may see; everything else (cookies
 # included) stays behind.
@@ -60,18 +61,25 @@ class ObserverProxy:
         *,
         body: bytes | None = None,
         stream: bool = False,
+        steer: bool = False,
     ) -> httpx2.Response:
-        """The observer's response to ``method path?query``; the caller closes a streamed one."""
+        """The observer's response to ``method path?query``; the caller closes a streamed one.
+        ``steer``: sent with the steer token instead of the bearer (the steer route)."""
         forwarded = {name: headers[name] for name in FORWARDED_HEADERS if name in headers}
         # Identity: streamed bytes go to the browser exactly as they arrive.
         forwarded["accept-encoding"] = "identity"
         access = self._current(refresh=False)
+        if steer and access.steer_token is None:
+            access = self._current(refresh=True)  # the runtime may have restarted with it on
         for attempt in range(2):
+            credentials = access.steer_headers if steer else access.headers
+            if credentials is None:
+                raise ObserverUnavailable(403, STEER_OFF)
             url = f"{access.base_url}{path}" + (f"?{query}" if query else "")
             request = self._client.build_request(
                 method,
                 url,
-                headers={**forwarded, **access.headers},
+                headers={**forwarded, **credentials},
                 content=body,
                 timeout=EVENTS_TIMEOUT if stream else JSON_TIMEOUT,
             )
@@ -90,7 +98,8 @@ class ObserverProxy:
             if attempt:
                 break
             access = self._current(refresh=True)
-        raise ObserverUnavailable(502, "the observer refused the viewer's bearer token")
+        token = "steer token" if steer else "bearer token"
+        raise ObserverUnavailable(502, f"the observer refused the viewer's {token}")
 
     async def aclose(self) -> None:
         await self._client.aclose()

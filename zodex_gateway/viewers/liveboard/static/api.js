@@ -52,6 +52,29 @@ export async function setAlias(agentId, alias) {
   return parse(response);
 }
 
+// A person's keystrokes for a running session (observer.steer on): written to its terminal
+// as they are. The reply says how many were typed and whether the terminal hid them.
+export async function typeInto(handle, chars) {
+  const response = await fetch(url(`sessions/${encodeURIComponent(handle)}/input`), {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+    body: JSON.stringify({ chars }),
+    cache: 'no-store',
+  });
+  return parse(response);
+}
+
+// Take a session over (the model may then only watch it) or give it back.
+export async function takeOver(handle, taken) {
+  const response = await fetch(url(`sessions/${encodeURIComponent(handle)}/takeover`), {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+    body: JSON.stringify({ taken }),
+    cache: 'no-store',
+  });
+  return parse(response);
+}
+
 // outputAgents: the agents whose output to stream (their columns are shown); none → no
 // output at all. Other events come for every agent: the drawer and headers need them.
 export function eventsUrl(outputAgents) {

@@ -59,10 +59,12 @@ function main() {
   const live = new Live(store, showConnection);
   board.onColumns = (ids) => live.setOutputAgents(ids);
   board.render();
-  loadStatus(store);
+  // The status comes first: it says whether cards offer a typing box (observer.steer).
   // The stream opens once the columns are known, so it need not reopen at once; what
   // happened before it opened is read back from the timeline on its first connection.
-  loadAgents(store, board).finally(() => live.start());
+  loadStatus(store)
+    .then(() => loadAgents(store, board))
+    .finally(() => live.start());
   setInterval(() => {
     const now = Date.now();
     for (const el of document.querySelectorAll('[data-live-since]')) {

@@ -1,9 +1,10 @@
 // One card per timeline record. A card keeps what the reader opened or closed across the
 // updates of its record, and redraws only its output while a command streams.
 
-import { CALL_STATUS, COMMAND_STATUS, KIND, OPERATION, TERMINATION } from './contract.js';
+import { BY, CALL_STATUS, COMMAND_STATUS, KIND, OPERATION, TERMINATION } from './contract.js';
 import { h, replaceChildren } from './dom.js';
 import { clock, countLines, diffRows, duration, fullTime, relativeTo, typedPieces } from './format.js';
+import { SteerBox } from './steer.js';
 
 const OPERATION_LABELS = {
   [OPERATION.CREATED]: 'Added',
@@ -23,6 +24,7 @@ export class Card {
     this.commandOpen = false;
     this.allDiffRows = new Set();
     this.outputEl = null;
+    this.steerBox = null; // kept across updates: what the person is typing stays in it
     this.update(record);
   }
 
@@ -152,7 +154,17 @@ function buildCommand(record) {
       if (this.outputEl) this.outputEl.scrollTop = this.outputEl.scrollHeight;
     });
   }
-  return [head('$', command, record), meta, output];
+  return [head('$', command, record), meta, output, steerBox.call(this, record, running)];
+}
+
+// The typing box, on a running command's card when the runtime lets a person type
+// (observer.steer; /v1/status says so).
+function steerBox(record, running) {
+  if (!running || !record.session_handle || !this.ctx.store.status?.steer) return null;
+  if (!this.steerBox || this.steerBox.handle !== record.session_handle) {
+    this.steerBox = new SteerBox(record.session_handle);
+  }
+  return this.steerBox.el;
 }
 
 function buildFiles(record) {
@@ -238,7 +250,10 @@ function buildStdin(record) {
   for (const piece of typedPieces(record.chars)) {
     typed.append(piece.key ? h('kbd', { class: 'key', text: piece.key }) : document.createTextNode(piece.text));
   }
-  const title = h('span', { class: 'title' }, 'typed into ', sessionLabel(record, this.ctx.store));
+  const person = record.by === BY.PERSON;
+  if (person) this.el.classList.add('by-person');
+  const who = person ? 'a person typed into ' : 'typed into ';
+  const title = h('span', { class: 'title' }, who, sessionLabel(record, this.ctx.store));
   return [head('⌨', title, record, statusBadge(record)), h('div', { class: 'typed' }, typed)];
 }
 

@@ -57,6 +57,12 @@ export const OPERATION = Object.freeze({
   RENAMED: 'renamed',
 });
 
+// `by` of a record: who made the call — the model, or a person typing from Liveboard.
+export const BY = Object.freeze({
+  MODEL: 'model',
+  PERSON: 'person',
+});
+
 // `agent_id` filter that selects the calls with no agent (their records and events carry
 // `agent_id: null`); never an agent's id. Liveboard also keys their column by it.
 export const NO_AGENT = 'none';
