@@ -110,11 +110,12 @@ async def test_a_person_answers_a_password_prompt_and_nothing_keeps_it(tmp_path:
             await box.get_by_test_id("steer-hide").check()
             await box.get_by_test_id("steer-input").fill(password)
             await expect(box.get_by_test_id("steer-input")).to_have_attribute("type", "password")
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / "steer-box.png"), full_page=True)
             await box.get_by_test_id("steer-input").press("Enter")
             # The command ends at once, and its box with it: the card says what came of it.
             await expect(card.get_by_test_id("output")).to_contain_text("got 8")
             await expect(card.get_by_test_id("steer")).to_have_count(0)
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
             person = page.locator('[data-testid="card"][data-kind="stdin"]')
             await expect(person).to_contain_text("a person typed into")
             await expect(person.get_by_test_id("chars")).to_have_text("[a person typed 9 hidden characters]")
