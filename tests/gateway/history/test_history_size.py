@@ -281,7 +281,7 @@ def test_an_older_history_is_migrated_and_stays_readable(history_dir: Path, cloc
         assert store.output("h-old") == ("o" * 2_000_000, True)
         assert [inv.id for inv in store.invocations()] == ["old1"]
         with raw_db(history_dir) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == HISTORY_SCHEMA == 3
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == HISTORY_SCHEMA == 4
             assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
             assert conn.execute("SELECT output_bytes FROM processes").fetchone()[0] == 2_000_000
         exec_call(store, agent_id=None)
