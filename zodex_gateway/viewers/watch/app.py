@@ -205,13 +205,9 @@ class WatchRoutes:
         agent_id = request.path_params["agent_id"]
         if re.fullmatch(_ID, agent_id) is None:
             return ERRORS.response(404, "not found")
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            return ERRORS.response(415, "send the alias as application/json")
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_ALIAS_BODY:
-                return ERRORS.response(413, "the alias request is too large")
+        body = await _json_body(request, MAX_ALIAS_BODY, "the alias")
+        if isinstance(body, Response):
+            return body
         return await self._forward(request, f"/v1/agents/{quote(agent_id)}/alias", body=body)
 
     async def steer(self, request: Request) -> Response:
@@ -227,13 +223,9 @@ class WatchRoutes:
         client, server = request.scope.get("client"), request.scope.get("server")
         if client is None or server is None or peer_uid(tuple(client), tuple(server)) != os.getuid():
             return ERRORS.response(403, "only the account running Zodex Local may type into its sessions")
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            return ERRORS.response(415, "send the input as application/json")
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_STEER_BODY:
-                return ERRORS.response(413, "the input is too large")
+        body = await _json_body(request, MAX_STEER_BODY, "the input")
+        if isinstance(body, Response):
+            return body
         return await self._forward(request, f"/v1/sessions/{quote(handle)}/{action}", body=body, steer=True)
 
     async def _forward(
@@ -246,6 +238,18 @@ class WatchRoutes:
         except ObserverUnavailable as exc:
             return ERRORS.response(exc.status_code, exc.message)
         return _relay(upstream)
+
+
+async def _json_body(request: Request, limit: int, what: str) -> bytes | Response:
+    """A JSON request's body of at most ``limit`` bytes, or the refusal to send back."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        return ERRORS.response(415, f"send {what} as application/json")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return ERRORS.response(413, f"{what} is too large")
+    return body
 
 
 def _relay(upstream: httpx2.Response) -> Response:
