@@ -22,8 +22,10 @@ async def test_full_history_refuses_the_call_and_runs_nothing(tmp_path: Path) ->
     dispatcher = InProcessDispatcher(Limits(), tmp_path / "spill", ["/bin/bash", "-c"])
     try:
         # Cap the database at its current size: the next insert fails as on a full disk.
-        pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
-        store._conn.execute(f"PRAGMA max_page_count = {pages}")
+        conn = store._db.conn
+        assert conn is not None
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")
         handlers = ToolDispatcher(dispatcher, local=LocalFeatures(history=store))
         marker = tmp_path / "ran"
         big_args = {"cmd": f"touch {marker}; echo {'x' * 20000}", "workdir": str(tmp_path)}
