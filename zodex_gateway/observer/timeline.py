@@ -293,8 +293,15 @@ def _command_fields(
         "output_truncated": truncated,
         "poll_count": record.poll_count,
         "session_handle": record.target,
+        "waiting_for": _waiting_for(latest) if status == "running" else None,
     }
     return fields, process["ended_at"] if ended and process else None
+
+
+def _waiting_for(latest: Invocation) -> str | None:
+    """The pattern the call now waiting on the command waits for (docs/tools.md#waiting-for-output)."""
+    pattern = latest.args.get("wait_for") if latest.status == PENDING else None
+    return pattern if isinstance(pattern, str) else None
 
 
 def output_tail(

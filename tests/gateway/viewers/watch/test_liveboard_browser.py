@@ -3,7 +3,10 @@ cards, aliases across tabs, the bearer nowhere in the page, and screenshots of b
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -365,4 +368,29 @@ async def test_screenshots_of_a_busy_board(tmp_path: Path) -> None:
             )
             await call(
                 mcp, "conv-b", "write_stdin", session_handle=server["session_handle"], kill_process=True
+            )
+
+
+async def test_a_card_says_what_its_waiting_call_waits_for(tmp_path: Path) -> None:
+    """docs/observer.md: a command's card shows the `wait_for` of the call waiting on it,
+    and drops it once that call returned."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    with running(tmp_path) as (local, watch):
+        async with connected(local) as mcp, chromium() as browser:
+            page = await browser.new_page()
+            await open_board(page, watch)
+            waiting = asyncio.create_task(
+                call(mcp, "conv-wait", "exec_command", cmd=f"cat {gate}; sleep 30", workdir=str(tmp_path),
+                     wait_for="Listening on \\d+", yield_time_ms=30000)
+            )  # fmt: skip
+            card = cards(page.get_by_test_id("column"), "command", f"cat {gate}")
+            await expect(card.get_by_test_id("waiting-for")).to_have_text("waiting for Listening on \\d+")
+            threading.Thread(target=lambda: gate.write_text("Listening on 8000\n"), daemon=True).start()
+            done = await waiting
+            assert done["wait"] == "matched", done
+            await expect(card.get_by_test_id("waiting-for")).to_have_count(0)
+            await expect(card).to_have_attribute("data-status", "running")
+            await call(
+                mcp, "conv-wait", "write_stdin", session_handle=done["session_handle"], kill_process=True
             )

@@ -125,6 +125,20 @@ function buildCommand(record) {
   } else if (record.duration_ms !== null) {
     meta.append(h('span', { class: 'duration', title: 'duration', text: duration(record.duration_ms) }));
   }
+  if (record.waiting_for) {
+    meta.append(
+      h(
+        'span',
+        {
+          class: 'waiting',
+          'data-testid': 'waiting-for',
+          title: 'the call waiting now returns when the output matches',
+        },
+        'waiting for ',
+        h('code', { text: record.waiting_for }),
+      ),
+    );
+  }
   if (record.poll_count) {
     meta.append(
       h('span', {
