@@ -36,6 +36,10 @@ class Gate:
         """Shell that blocks until :meth:`release`."""
         return f"read -r _ < {shlex.quote(str(self.path))}"
 
+    def wait_from(self, workdir: Path) -> str:
+        """:attr:`wait` for a command that runs in ``workdir``: a shorter line to show."""
+        return f"read -r _ < {shlex.quote(str(self.path.relative_to(workdir)))}"
+
     def _opened(self) -> bool:
         # Without a reader a non-blocking open fails (ENXIO): the command has not reached
         # the gate yet. Written once it has, the line is what its read returns on.

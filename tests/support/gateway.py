@@ -150,7 +150,7 @@ class HttpGateway:
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(15)
+                self.process.wait(scaled(15))
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.gateway.viewers.tui.pty_screen import ENTER, ESC, PtyScreen
+from tests.support.gate import Gate
 from tests.support.gateway import Mcp
 from tests.support.local import ZODEX, connected, local_env
 
@@ -101,15 +102,17 @@ async def test_watch_tui_follows_a_real_runtime(tmp_path: Path) -> None:
 
                 # Started after the viewer opened: it appears running, then its end arrives
                 # as an event (nobody polls it).
+                gate = Gate.make(tmp_path, "g")
                 started = await call(
                     mcp,
                     "exec_command",
-                    cmd="echo live-start; sleep 1.5; echo live-end",
+                    cmd=f"{gate.wait_from(tmp_path)}; echo live-end",
                     workdir=str(tmp_path),
                     yield_time_ms=200,
                 )
                 assert started["status"] == "running"
                 await wait(screen.wait_for, lambda t: "live-end" in t and "running" in t, "the new command")
+                await gate.release()
                 await wait(
                     screen.wait_for,
                     lambda t: any("live-end" in row and "exit 0" in row for row in timeline_rows(t)),
