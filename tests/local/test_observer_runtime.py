@@ -37,19 +37,23 @@ async def seen_or_next(stream: SseStream, predicate: Callable[[dict[str, Any]], 
 
 
 async def command_settled(stream: SseStream) -> dict[str, Any]:
-    """Wait for a command's call to complete and then for its record's last update (the
-    call's result and the worker's process_ended travel apart); the completed event."""
+    """Wait for a command's call to complete and then for its record's last update, the one
+    after its invocation_completed, process_ended and output_complete (the call's result and
+    the worker's events travel apart, in either order); the completed event."""
     done = await seen_or_next(stream, lambda e: e["event_type"] == "invocation_completed")
     presentation = done["presentation_id"]
-    complete = await seen_or_next(
-        stream, lambda e: e["event_type"] == "output_complete" and e["presentation_id"] == presentation
-    )
+    last = done["sequence"]
+    for kind in ("process_ended", "output_complete"):
+        event = await seen_or_next(
+            stream, lambda e, kind=kind: e["event_type"] == kind and e["presentation_id"] == presentation
+        )
+        last = max(last, event["sequence"])
     await seen_or_next(
         stream,
         lambda e: (
             e["event_type"] == "presentation_updated"
             and e["presentation_id"] == presentation
-            and e["sequence"] > complete["sequence"]
+            and e["sequence"] > last
         ),
     )
     return done
