@@ -28,6 +28,7 @@ from scripts.fleet_harness import (
     netns_unavailable,
     write_gateway_config,
 )
+from tests.support.slowdown import scaled
 
 __all__ = [
     "HOST_PORT",
@@ -56,7 +57,7 @@ def require_netns() -> None:
 async def mcp(gateway: Gateway, host: Host, key: str | None = None) -> AsyncIterator[ClientSession]:
     url = f"{gateway.url}/h/{host.name}/mcp?key={key or mcp_key(host)}"
     async with (
-        httpx2.AsyncClient(timeout=90) as http,
+        httpx2.AsyncClient(timeout=scaled(90)) as http,
         streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):

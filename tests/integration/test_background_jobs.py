@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.gate import Gate
 from tests.support.gateway import gateway_env, pid_alive, stdio_gateway, wait_for
 from tests.support.waiting import wait_until
 from tests.support.worker_process import running_worker
@@ -66,13 +67,15 @@ async def test_eviction_of_a_job_is_reported(tmp_path: Path) -> None:
         async with stdio_gateway(genv) as mcp:
             job = await mcp.exec(LEAVE_JOB.format(seconds=300), str(tmp_path), yield_time_ms=5000)
             bg = job_pid(job)
-            plain = await mcp.exec("sleep 0.2", str(tmp_path), yield_time_ms=50)
+            gate = Gate.make(tmp_path)
+            plain = await mcp.exec(gate.wait, str(tmp_path), yield_time_ms=50)
+            await gate.release()
             await mcp.drain(plain["session_handle"])
             running = await mcp.exec("sleep 60", str(tmp_path), yield_time_ms=50)
 
             # Full: the exited session without jobs goes first, though the job's is older.
             first = await mcp.exec("sleep 60", str(tmp_path), yield_time_ms=50)
-            assert first["evicted_session"] == {"session_handle": plain["session_handle"], "cmd": "sleep 0.2"}
+            assert first["evicted_session"] == {"session_handle": plain["session_handle"], "cmd": gate.wait}
             assert first["summary"].endswith(f"; evicted {plain['session_handle']} to make room")
             assert pid_alive(bg)
 
@@ -97,8 +100,10 @@ async def test_eviction_of_a_job_is_reported(tmp_path: Path) -> None:
 async def test_an_evicted_command_is_cut_in_the_report(tmp_path: Path) -> None:
     with gateway_env(sessions_per_worker=1) as genv:
         async with stdio_gateway(genv) as mcp:
-            long_cmd = "sleep 0.2; : " + "y" * 300
+            gate = Gate.make(tmp_path)
+            long_cmd = f"{gate.wait}; : " + "y" * 300
             r = await mcp.exec(long_cmd, str(tmp_path), yield_time_ms=50)
+            await gate.release()
             await mcp.drain(r["session_handle"])
             after = await mcp.exec("true", str(tmp_path))
             cmd = after["evicted_session"]["cmd"]

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import GatewayEnv, gateway_env
+from tests.support.gate import Gate
+from tests.support.gateway import GatewayEnv, gateway_env, wait_for
+from tests.support.slowdown import scaled
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -105,9 +107,12 @@ async def test_environment_and_fresh_shell(genv: GatewayEnv, connect, tmp_path: 
 async def test_running_command_gives_handle_then_poll_deltas(
     genv: GatewayEnv, connect, tmp_path: Path
 ) -> None:
+    gates = Gate.make(tmp_path, "second"), Gate.make(tmp_path, "third")
     async with connect(genv) as mcp:
         r = await mcp.exec(
-            "echo one; sleep 0.5; echo two; sleep 0.5; echo three", str(tmp_path), yield_time_ms=200
+            f"echo one; {gates[0].wait}; echo two; {gates[1].wait}; echo three",
+            str(tmp_path),
+            yield_time_ms=round(scaled(500)),
         )
         assert r["status"] == "running"
         handle = r["session_handle"]
@@ -116,22 +121,28 @@ async def test_running_command_gives_handle_then_poll_deltas(
             == f"still running after {r['wall_time_ms'] / 1000:.1f}s; use session_handle {handle} to poll"
         )
         assert r["output"] == "one\n"
+        await gates[0].release()
+        second = await mcp.output_until(handle, "two")
+        await gates[1].release()
         rest, last = await mcp.drain(handle)
-    assert rest == "two\nthree\n", "polls must carry only new output, never repeat"
+    assert (second, rest) == ("two\n", "three\n"), "polls must carry only new output, never repeat"
     assert last["status"] == "exited" and last["exit_code"] == 0
     assert "session_handle" not in last
 
 
 async def test_poll_returns_after_output_settles(genv: GatewayEnv, connect, tmp_path: Path) -> None:
     async with connect(genv) as mcp:
-        r = await mcp.exec("sleep 0.3; echo ready; sleep 30", str(tmp_path), yield_time_ms=50)
+        gate = Gate.make(tmp_path)
+        r = await mcp.exec(f"{gate.wait}; echo ready; sleep 30", str(tmp_path), yield_time_ms=50)
+        assert r["output"] == ""
+        await gate.release()
         started = time.monotonic()
         polled = await mcp.write(r["session_handle"], yield_time_ms=20000)
         elapsed = time.monotonic() - started
         await mcp.write(r["session_handle"], kill_process=True)
     assert polled["output"] == "ready\n"
     assert polled["status"] == "running"
-    assert elapsed < 5, "a poll returns once new output has been quiet for 250 ms"
+    assert elapsed < scaled(5), "a poll returns once new output has been quiet for 250 ms"
 
 
 async def test_yield_is_clamped(genv: GatewayEnv, connect, tmp_path: Path) -> None:
@@ -212,12 +223,19 @@ async def test_symlinked_workdir_reports_physical_cwd(genv: GatewayEnv, connect,
 async def test_typing_waits_for_the_answer_not_older_output(
     genv: GatewayEnv, connect, tmp_path: Path
 ) -> None:
+    gate = Gate.make(tmp_path)
+    printed = tmp_path / "printed"
     async with connect(genv) as mcp:
         r = await mcp.exec(
-            "sleep 0.1; echo first; read -r x; echo answer $x; sleep 30", str(tmp_path), yield_time_ms=50
+            f"{gate.wait}; echo first; touch printed; read -r x; echo answer $x; sleep 30",
+            str(tmp_path),
+            yield_time_ms=50,
         )
         assert r["output"] == ""
-        await asyncio.sleep(0.6)  # "first" is now waiting, and quiet for longer than 250 ms
+        await gate.release()
+        await wait_for(printed.exists, what="the command to print its first line")
+        # "first" is waiting unread; let it be quiet for longer than the 250 ms a poll settles on.
+        await asyncio.sleep(max(0.0, printed.stat().st_mtime + 0.5 - time.time()))
         typed = await mcp.write(r["session_handle"], chars="hi\n", yield_time_ms=5000)
         await mcp.write(r["session_handle"], kill_process=True)
     assert "first\n" in typed["output"]

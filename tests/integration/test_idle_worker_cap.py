@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_handle_routing import worker_record
+from tests.support.gate import Gate
 from tests.support.gateway import gateway_env, pid_alive, stdio_gateway, wait_for
 
 pytestmark = pytest.mark.timeout(90)
@@ -23,7 +24,9 @@ async def test_the_least_recently_used_idle_worker_beyond_the_cap_stops(tmp_path
             busy = await mcp.exec("sleep 60", str(dirs["a"]), yield_time_ms=50)
             assert busy["status"] == "running"
             # b's command ends, but its handle stays: it must still answer once b is stopped.
-            first = await mcp.exec("sleep 0.2; echo from-b", str(dirs["b"]), yield_time_ms=50)
+            gate = Gate.make(tmp_path)
+            first = await mcp.exec(f"{gate.wait}; echo from-b", str(dirs["b"]), yield_time_ms=50)
+            await gate.release()
             output, ended = await mcp.drain(first["session_handle"])
             assert ended["status"] == "exited" and "from-b" in first["output"] + output
             for name in "cd":

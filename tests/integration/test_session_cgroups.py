@@ -139,7 +139,8 @@ async def test_the_marker_sweep_when_cgroups_are_off(genv: GatewayEnv, tmp_path:
     """``ZODEX_CGROUPS=off`` (``session.cgroups = off`` in Local): no group is made, and a
     setsid orphan that kept its marker is still found and killed."""
     genv.extra["ZODEX_CGROUPS"] = "off"
-    family = "( setsid sh -c 'sleep 902 & echo orphan=$!; wait' & ); setsid sleep 901 & echo sid=$!; echo ready; sleep 300"
+    # The orphan says "ready" itself: it prints after the shell has printed sid.
+    family = "setsid sleep 901 & echo sid=$!; ( setsid sh -c 'sleep 902 & echo orphan=$! ready; wait' & ); sleep 300"
     pids: dict[str, int] = {}
     try:
         async with stdio_gateway(genv) as mcp:
@@ -169,8 +170,9 @@ async def test_kill_process_ends_what_su_started(
     try:
         async with stdio_gateway(genv) as mcp:
             r = await mcp.exec(cmd, str(tmp_path), yield_time_ms=3000)
-            pids = pids_in(r["output"])
-            assert set(pids) == {"su"} and "ready" in r["output"], r
+            out = await mcp.output_until(r["session_handle"], "ready", r["output"])
+            pids = pids_in(out)
+            assert set(pids) == {"su"}, out
             assert "ZODEX_SESSION_HANDLE" not in Path(f"/proc/{pids['su']}/environ").read_bytes().decode()
             await mcp.write(r["session_handle"], kill_process=True)
             await wait_for(lambda: not pid_alive(pids["su"]), what="the su escapee to be killed")

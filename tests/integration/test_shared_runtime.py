@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.gate import Gate
 from tests.support.gateway import (
     gateway_env,
     http_client,
@@ -44,8 +45,10 @@ async def test_second_gateway_continues_a_session(tmp_path: Path) -> None:
 async def test_tombstones_survive_an_idle_worker_exit(tmp_path: Path) -> None:
     with gateway_env(idle_worker_exit_s=1) as genv:
         async with stdio_gateway(genv) as mcp:
-            r = await mcp.exec("sleep 0.2; exit 5", str(tmp_path), yield_time_ms=50)
+            gate = Gate.make(tmp_path)
+            r = await mcp.exec(f"{gate.wait}; exit 5", str(tmp_path), yield_time_ms=50)
             handle = r["session_handle"]
+            await gate.release()
             _, final = await mcp.drain(handle)
             assert final["exit_code"] == 5
             [runtime] = genv.runtime_dirs()

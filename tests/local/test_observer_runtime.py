@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,8 @@ import httpx2
 import pytest
 
 from tests.local.test_agents_and_history import call
+from tests.support.gate import Gate
+from tests.support.gateway import wait_for
 from tests.support.local import LocalEnv, connected, local_env, observer_bearer
 from tests.support.sse import SseStream, sse
 
@@ -25,6 +29,34 @@ def observer(local: LocalEnv) -> tuple[str, str]:
 def get(local: LocalEnv, path: str, bearer: str | None = None) -> httpx2.Response:
     base, current = observer(local)
     return httpx2.get(f"{base}{path}", headers={"Authorization": f"Bearer {bearer or current}"}, timeout=10)
+
+
+async def seen_or_next(stream: SseStream, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The first event read so far that matches, or the next one to come."""
+    return next((e for e in stream.events if predicate(e)), None) or await stream.until(predicate)
+
+
+async def command_settled(stream: SseStream) -> dict[str, Any]:
+    """Wait for a command's call to complete and then for its record's last update, the one
+    after its invocation_completed, process_ended and output_complete (the call's result and
+    the worker's events travel apart, in either order); the completed event."""
+    done = await seen_or_next(stream, lambda e: e["event_type"] == "invocation_completed")
+    presentation = done["presentation_id"]
+    last = done["sequence"]
+    for kind in ("process_ended", "output_complete"):
+        event = await seen_or_next(
+            stream, lambda e, kind=kind: e["event_type"] == kind and e["presentation_id"] == presentation
+        )
+        last = max(last, event["sequence"])
+    await seen_or_next(
+        stream,
+        lambda e: (
+            e["event_type"] == "presentation_updated"
+            and e["presentation_id"] == presentation
+            and e["sequence"] > last
+        ),
+    )
+    return done
 
 
 def of_type(stream: SseStream, event_type: str, presentation_id: str | None = None) -> list[dict[str, Any]]:
@@ -79,29 +111,24 @@ async def test_a_command_streams_live_events_in_order(tmp_path: Path) -> None:
         async with sse(base, bearer) as stream, connected(local) as mcp:
             # Output arrives while the call is still waiting for the command: it is tied
             # to the call before the call returns a handle.
-            ran = await call(
-                mcp,
-                "conv-live",
-                "exec_command",
-                cmd="echo first; sleep 1; echo second",
-                workdir=str(tmp_path),
+            gate = Gate.make(tmp_path)
+            calling = asyncio.create_task(
+                call(
+                    mcp,
+                    "conv-live",
+                    "exec_command",
+                    cmd=f"echo first; {gate.wait}; echo second",
+                    workdir=str(tmp_path),
+                    yield_time_ms=60000,
+                )
             )
-            assert not ran.is_error
-            done = await stream.until(lambda e: e["event_type"] == "invocation_completed")
+            await stream.until(lambda e: e["event_type"] == "output" and "first" in e["payload"]["text"])
+            assert not calling.done(), "the output streamed while the call waited for the command"
+            await gate.release()
+            ran = await calling
+            assert not ran.is_error and ran.structured_content["status"] == "exited"
+            done = await command_settled(stream)
             presentation = done["presentation_id"]
-            # The call's result and the worker's process_ended travel apart: wait for both.
-            if not of_type(stream, "output_complete", presentation):
-                await stream.until(
-                    lambda e: e["event_type"] == "output_complete" and e["presentation_id"] == presentation
-                )
-            complete = of_type(stream, "output_complete", presentation)[0]
-            await stream.until(
-                lambda e: (
-                    e["event_type"] == "presentation_updated"
-                    and e["presentation_id"] == presentation
-                    and e["sequence"] > complete["sequence"]
-                )
-            )
         sequences = [e["sequence"] for e in stream.events]
         assert sequences == sorted(sequences) and len(set(sequences)) == len(sequences)
         agent = done["agent_id"]
@@ -132,15 +159,17 @@ async def test_polls_fold_and_patches_show_as_file_changes(tmp_path: Path) -> No
         local.run("local", "start", str(tmp_path))
         base, bearer = observer(local)
         async with sse(base, bearer, "?include_output=false") as stream, connected(local) as mcp:
+            gate = Gate.make(tmp_path)
             ran = await call(
                 mcp,
                 "conv-fold",
                 "exec_command",
-                cmd="sleep 1; echo done",
+                cmd=f"{gate.wait}; echo done",
                 workdir=str(tmp_path),
                 yield_time_ms=100,
             )
             handle = ran.structured_content["session_handle"]
+            await gate.release()
             while True:
                 polled = await call(
                     mcp, "conv-fold", "write_stdin", session_handle=handle, yield_time_ms=2000
@@ -172,11 +201,12 @@ async def test_polls_fold_and_patches_show_as_file_changes(tmp_path: Path) -> No
 async def test_recovery_returns_what_changed_while_away(tmp_path: Path) -> None:
     with local_env() as local:
         local.run("local", "start", str(tmp_path))
-        async with connected(local) as mcp:
+        base, bearer = observer(local)
+        async with sse(base, bearer) as stream, connected(local) as mcp:
             await call(mcp, "conv-r", "exec_command", cmd="echo old", workdir=str(tmp_path))
-            await asyncio.sleep(0.05)
+            await command_settled(stream)  # its record changes no more
             since = get(local, "/v1/timeline").json()["records"][0]["updated_at_ms"] + 1
-            await asyncio.sleep(0.05)
+            await wait_for(lambda: time.time() * 1000 >= since, what="the clock to pass the old record")
             await call(mcp, "conv-r", "exec_command", cmd="echo new", workdir=str(tmp_path))
         changed = get(local, f"/v1/timeline?recovery_since_ms={since}").json()
         assert [r["command"] for r in changed["records"]] == ["echo new"]

@@ -15,6 +15,7 @@ import pytest
 import zstandard
 
 from tests.local.test_agents_and_history import call
+from tests.support.gate import Gate
 from tests.support.local import LocalEnv, connected, local_env, observer_bearer
 from tests.support.sse import sse
 from tests.support.waiting import wait_until
@@ -64,12 +65,14 @@ async def test_secrets_printed_by_commands_never_reach_history_viewers_or_logs(t
             assert output_text(whole).strip() == token, "the model gets what the command printed"
             across_events = await call(mcp, "conv-r", "exec_command", cmd=split, workdir=str(tmp_path))
             assert output_text(across_events).strip() == token
-            # Split across two results: the first call returns while the command sleeps.
-            slow = split.replace("sleep 0.3", "sleep 1")
+            # Split across two results: the first call returns while the command waits.
+            gate = Gate.make(tmp_path)
+            held = split.replace("sleep 0.3", gate.wait)
             first = await call(
-                mcp, "conv-r", "exec_command", cmd=slow, workdir=str(tmp_path), yield_time_ms=300
+                mcp, "conv-r", "exec_command", cmd=held, workdir=str(tmp_path), yield_time_ms=300
             )
             handle = first.structured_content["session_handle"]
+            await gate.release()
             rest = await call(mcp, "conv-r", "write_stdin", session_handle=handle, yield_time_ms=5000)
             assert (output_text(first) + output_text(rest)).strip() == token
             # The model may write it anywhere, and label itself with it.

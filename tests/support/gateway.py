@@ -104,10 +104,11 @@ class Mcp:
 
     async def output_until(self, handle: str, marker: str, first: str = "", timeout: float = 20.0) -> str:
         """Poll ``handle`` until its output (after ``first``, what the caller already has)
-        contains ``marker``; all of it. Fails, showing the output, if it never does."""
+        contains ``marker``; all of it. Fails, showing the output, if it never does
+        (``timeout`` is scaled by ``ZODEX_TEST_SLOWDOWN``)."""
         out = first
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(scaled(timeout)):
                 while marker not in out:
                     out += (await self.write(handle, yield_time_ms=1000))["output"]
         except TimeoutError:
@@ -116,10 +117,10 @@ class Mcp:
 
     async def drain(self, handle: str, *, limit_s: float = 30.0) -> tuple[str, dict[str, Any]]:
         """Poll until the session exits; return all output and the last result. Fails if
-        it is still running after ``limit_s``."""
+        it is still running after ``limit_s`` (scaled by ``ZODEX_TEST_SLOWDOWN``)."""
         out: list[str] = []
         try:
-            async with asyncio.timeout(limit_s):
+            async with asyncio.timeout(scaled(limit_s)):
                 while True:
                     r = await self.write(handle, yield_time_ms=5000)
                     out.append(r["output"])
@@ -127,7 +128,7 @@ class Mcp:
                         return "".join(out), r
         except TimeoutError:
             raise AssertionError(
-                f"{handle} still running after {limit_s}s; output: {''.join(out)!r}"
+                f"{handle} still running after {scaled(limit_s)}s; output: {''.join(out)!r}"
             ) from None
 
 
@@ -149,7 +150,7 @@ class HttpGateway:
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(15)
+                self.process.wait(scaled(15))
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.gateway import VENV_BIN, Mcp, http_client
+from tests.support.slowdown import scaled
 
 ZODEX = str(VENV_BIN / "zodex")
 
@@ -36,7 +37,12 @@ class LocalEnv:
 
     def run(self, *args: str, check: bool = True, **extra: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [ZODEX, *args], env=self.env(**extra), capture_output=True, text=True, timeout=60, cwd=self.root
+            [ZODEX, *args],
+            env=self.env(**extra),
+            capture_output=True,
+            text=True,
+            timeout=scaled(60),
+            cwd=self.root,
         )
         if check and done.returncode != 0:
             raise AssertionError(

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 from tests.support.local import ZODEX, LocalEnv
+from tests.support.slowdown import scaled
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -49,9 +50,9 @@ class RawBridge:
 
     def next_message(self, timeout: float = 30.0) -> dict[str, Any]:
         try:
-            line = self._lines.get(timeout=timeout)
+            line = self._lines.get(timeout=scaled(timeout))
         except queue.Empty:
-            raise AssertionError(f"no answer within {timeout}s") from None
+            raise AssertionError(f"no answer within {scaled(timeout)}s") from None
         assert line, "the bridge closed stdout"
         assert line.endswith(b"\n") and b"\n" not in line[:-1], "one message per line"
         message: dict[str, Any] = json.loads(line)
@@ -70,7 +71,7 @@ class RawBridge:
         assert self.process.stdin is not None
         self.process.stdin.close()
         try:
-            return self.process.wait(30)
+            return self.process.wait(scaled(30))
         finally:
             self._reader.join(30)
             assert self.process.stdout is not None

@@ -9,6 +9,7 @@ import subprocess
 from typing import Any
 
 from tests.support.gateway import GATEWAY, GatewayEnv
+from tests.support.slowdown import scaled
 
 
 class RawStdioGateway:
@@ -48,10 +49,10 @@ class RawStdioGateway:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             reading = pool.submit(self.process.stdout.readline)
             try:
-                line = reading.result(timeout)
+                line = reading.result(scaled(timeout))
             except concurrent.futures.TimeoutError:
                 self.finish()  # ends the blocked read
-                raise AssertionError(f"no answer within {timeout}s") from None
+                raise AssertionError(f"no answer within {scaled(timeout)}s") from None
         assert line, "gateway closed stdout"
         message: dict[str, Any] = json.loads(line)
         return message

@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx2
 
+from tests.support.slowdown import scaled
+
 
 class SseStream:
     def __init__(self, response: httpx2.Response) -> None:
@@ -41,7 +43,9 @@ class SseStream:
     async def until(
         self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 15.0
     ) -> dict[str, Any]:
-        """Read on until an event matches; fails after ``timeout`` seconds."""
+        """Read on until an event matches; fails after ``timeout`` seconds (scaled by
+        ``ZODEX_TEST_SLOWDOWN``)."""
+        timeout = scaled(timeout)
 
         async def read() -> dict[str, Any]:
             while True:
@@ -68,7 +72,7 @@ async def sse(
     base_url: str, bearer: str, query: str = "", headers: dict[str, str] | None = None
 ) -> AsyncIterator[SseStream]:
     async with (
-        httpx2.AsyncClient(timeout=httpx2.Timeout(30.0)) as client,
+        httpx2.AsyncClient(timeout=httpx2.Timeout(scaled(30.0))) as client,
         client.stream(
             "GET",
             f"{base_url}/v1/events{query}",

@@ -11,6 +11,7 @@ from typing import Any
 import httpx2
 
 from tests.support.local import LocalEnv
+from tests.support.slowdown import scaled
 
 PROTOCOL_VERSION = "2025-06-18"
 
@@ -30,7 +31,7 @@ async def unattributed_call(local: LocalEnv, tool: str, **arguments: Any) -> dic
         "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": PROTOCOL_VERSION,
     }
-    async with httpx2.AsyncClient(timeout=30) as client:
+    async with httpx2.AsyncClient(timeout=scaled(30)) as client:
         response = await client.post(mcp["url"], json=body, headers=headers)
     assert response.status_code == 200, response.text
     assert "mcp-session-id" not in response.headers, "a call without initialize gets no session"

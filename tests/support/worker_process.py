@@ -24,6 +24,7 @@ from typing import Any
 
 import zmq
 
+from tests.support.slowdown import scaled
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec, new_key
 from zodex_protocol.handles import worker_id_for
@@ -55,7 +56,7 @@ class WorkerProcess:
             self.lock_fd = None
 
     def wait_exit(self, timeout: float = 15.0) -> int:
-        return self.process.wait(timeout)
+        return self.process.wait(scaled(timeout))
 
     @property
     def exit_file(self) -> Path:
@@ -154,8 +155,8 @@ class RawDealer:
         self.socket.send_multipart(frames)
 
     def recv(self, timeout: float = 10.0) -> Envelope:
-        if not self.socket.poll(int(timeout * 1000)):
-            raise AssertionError(f"no reply within {timeout}s")
+        if not self.socket.poll(int(scaled(timeout) * 1000)):
+            raise AssertionError(f"no reply within {scaled(timeout)}s")
         return self.codec.deserialize(self.socket.recv_multipart())
 
     def request(self, type: str, body: Any, timeout: float = 10.0) -> Envelope:

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Final
 
@@ -45,9 +46,23 @@ def _tighten(path: Path, allowed: int) -> None:
             os.chmod(path, mode & allowed)
 
 
+def _make_parents(directory: Path) -> None:
+    """Make the missing ancestors of ``directory`` (as ``mkdir -p`` would, under the umask),
+    each with its owner's own ``rwx`` added back: a umask such as ``0o277`` would otherwise
+    leave a new parent its owner cannot create the next directory in."""
+    missing = [parent for parent in directory.parents if not parent.exists()]
+    for parent in reversed(missing):
+        try:
+            parent.mkdir()
+        except FileExistsError:
+            continue  # made meanwhile by someone else: theirs, left as it is
+        os.chmod(parent, stat.S_IMODE(parent.stat().st_mode) | stat.S_IRWXU)
+
+
 def prepare_directory(directory: Path) -> None:
+    _make_parents(directory)
     try:
-        directory.mkdir(mode=DIR_MODE, parents=True)
+        directory.mkdir(mode=DIR_MODE)
     except FileExistsError:
         _tighten(directory, DIR_MODE)
     else:

@@ -16,6 +16,8 @@ import pytest
 import uvicorn
 
 from tests.gateway.observer.observer_support import BASE_URL, BEARER, RUNTIME_ID, T0
+from tests.support.gateway import wait_for
+from tests.support.slowdown import scaled
 from tests.support.sse import SseStream, sse
 from zodex_gateway.history import HistoryStore
 from zodex_gateway.observer import create_observer_app
@@ -41,8 +43,7 @@ async def serving(store: HistoryStore, hub: EventHub, keepalive_s: float = 15.0)
     config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        await asyncio.sleep(0.01)
+    await wait_for(lambda: server.started, what="the observer app to start")
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
@@ -85,8 +86,7 @@ async def test_keepalive_comments_while_idle(store: HistoryStore) -> None:
     hub = EventHub()
     async with serving(store, hub, keepalive_s=0.1) as url, sse(url, BEARER) as stream:
         reader = asyncio.create_task(stream.next_frame())
-        while stream.comments.count("keepalive") < 2:
-            await asyncio.sleep(0.05)
+        await wait_for(lambda: stream.comments.count("keepalive") >= 2, what="two keepalive comments")
         reader.cancel()
 
 
@@ -180,7 +180,7 @@ async def test_a_slow_subscriber_gets_a_gap_and_never_stalls_a_fast_one(store: H
             publish_output(hub, "aaaa", f"{n} {padding}")
             while len(fast.events) < n - SUBSCRIBER_QUEUE // 2:
                 await asyncio.sleep(0.001)  # a viewer that keeps up, as a live board does
-        got = await asyncio.wait_for(reading, 30)
+        got = await asyncio.wait_for(reading, scaled(30))
         assert [e["sequence"] for e in got] == list(range(1, total + 1)), (
             "the fast viewer got every event, in order"
         )
@@ -202,7 +202,7 @@ async def drain_socket(sock: socket.socket, wanted: bytes) -> bytes:
     loop = asyncio.get_running_loop()
     received = b""
     while wanted not in received:
-        chunk = await asyncio.wait_for(loop.sock_recv(sock, 1 << 16), 10)
+        chunk = await asyncio.wait_for(loop.sock_recv(sock, 1 << 16), scaled(10))
         if not chunk:
             break
         received += chunk
@@ -210,8 +210,7 @@ async def drain_socket(sock: socket.socket, wanted: bytes) -> bytes:
 
 
 async def wait_subscribed(hub: EventHub, count: int = 1) -> None:
-    while len(hub._subscribers) < count:
-        await asyncio.sleep(0.01)
+    await wait_for(lambda: len(hub._subscribers) >= count, what=f"{count} subscriber(s)")
 
 
 def test_hub_queue_overflow_is_one_gap_then_new_events() -> None:

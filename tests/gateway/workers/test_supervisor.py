@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.gate import Gate
 from tests.support.gateway import wait_for
+from tests.support.slowdown import scaled
 from tests.support.supervisors import supervising
 from zodex_gateway.workers import spawn_lock
 from zodex_gateway.workers.restart_policy import RestartPolicy
@@ -180,7 +182,9 @@ async def test_a_worker_that_fails_to_start_counts_as_a_crash(
 # ---- route_handle ----------------------------------------------------------------------
 
 
-async def test_route_handle_decisions(owned: Runtime, supervisor: Supervisor, workdir: str) -> None:
+async def test_route_handle_decisions(
+    root: Path, owned: Runtime, supervisor: Supervisor, workdir: str
+) -> None:
     worker_id = worker_id_for(workdir)
     client = await supervisor.worker_for(workdir)
     running = (await run(client, "sleep 30", workdir, yield_time_ms=50))["session_handle"]
@@ -215,9 +219,11 @@ async def test_route_handle_decisions(owned: Runtime, supervisor: Supervisor, wo
         assert successor.incarnation == 2
 
     # A clean exit leaves the final results: the handle answers them, with no output.
-    ended = await run(successor, "sleep 0.2; echo hi; exit 4", workdir, yield_time_ms=50)
+    gate = Gate.make(root)
+    ended = await run(successor, f"{gate.wait}; echo hi; exit 4", workdir, yield_time_ms=50)
     handle = ended["session_handle"]
-    async with asyncio.timeout(20):
+    await gate.release()
+    async with asyncio.timeout(scaled(20)):
         while ended["status"] == "running":
             ended = await successor.request(
                 messages.WRITE, {"session_handle": handle, "yield_time_ms": 5000}, 30

@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.accounts import kill_processes_of
 from tests.support.second_user import world_tree_dir
+from tests.support.slowdown import scaled
 
 ZODEX = str(Path(sys.executable).parent / "zodex")
 
@@ -121,7 +122,7 @@ class Sprite:
             capture_output=True,
             text=True,
             check=False,
-            timeout=120,
+            timeout=scaled(120),
             env=env,
         )
 

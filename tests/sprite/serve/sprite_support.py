@@ -23,6 +23,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.accounts import Account, processes_of, runnable_install, throwaway_account
+from tests.support.slowdown import scaled
 from tests.support.waiting import wait_until
 from zodex_gateway.sprite.key import new_key, write_key
 
@@ -144,7 +145,7 @@ class Sprite:
             return False
 
     def client(self) -> httpx2.Client:
-        return httpx2.Client(base_url=self.url, verify=False, timeout=10)
+        return httpx2.Client(base_url=self.url, verify=False, timeout=scaled(10))
 
     def stop(self) -> int | None:
         if self.process is None:
@@ -152,7 +153,7 @@ class Sprite:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(timeout=30)
+                self.process.wait(timeout=scaled(30))
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
@@ -166,7 +167,7 @@ class Sprite:
     async def mcp(self, key: str | None = None) -> AsyncIterator[ClientSession]:
         url = f"{self.url}/mcp?key={key or self.key}"
         async with (
-            httpx2.AsyncClient(verify=False, timeout=30) as http,
+            httpx2.AsyncClient(verify=False, timeout=scaled(30)) as http,
             streamable_http_client(url, http_client=http) as (read, write),
             ClientSession(read, write) as session,
         ):

@@ -8,6 +8,7 @@ import stat
 
 from tests.sprite.serve.sprite_support import agent_processes, sprite_setup, tool_json
 from tests.support.accounts import require_root
+from tests.support.gate import Gate
 from tests.support.waiting import wait_until
 
 
@@ -15,11 +16,12 @@ async def test_a_finished_session_answers_its_final_result_after_the_worker_exit
     require_root()
     with sprite_setup(tables={"worker": {"idle-exit": "1s"}}) as sprite:
         async with sprite.mcp() as mcp:
+            gate = Gate.make(sprite.workspace, mode=0o666)  # read by the agent's command
             started = tool_json(
                 await mcp.call_tool(
                     "exec_command",
                     {
-                        "cmd": "sleep 0.5; echo finished; exit 7",
+                        "cmd": f"{gate.wait}; echo finished; exit 7",
                         "workdir": str(sprite.workspace),
                         "yield_time_ms": 100,
                     },
@@ -27,6 +29,7 @@ async def test_a_finished_session_answers_its_final_result_after_the_worker_exit
             )
             assert started["status"] == "running", started
             handle = started["session_handle"]
+            await gate.release()
             workers = sprite.runtime_dir / "runtime" / "w"
             wait_until(
                 lambda: any(workers.glob("*.exit")) and not agent_processes(sprite),

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 import pyte
 
+from tests.support.slowdown import scaled
 from tests.support.waiting import wait_until
 
 # Keys as a terminal sends them.
@@ -108,7 +109,7 @@ class PtyScreen:
         return self.wait_for(lambda text: needle not in text, f"{needle!r} to go", timeout)
 
     def wait_exit(self, timeout: float = 15.0) -> int:
-        return self.process.wait(timeout)
+        return self.process.wait(scaled(timeout))
 
     def close(self) -> None:
         if self.process.poll() is None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.gateway.viewers.tui.pty_screen import ENTER, ESC, PtyScreen
+from tests.support.gate import Gate
 from tests.support.gateway import Mcp
 from tests.support.local import ZODEX, connected, local_env
 
@@ -35,6 +36,15 @@ def cursor_line(text: str) -> str:
 def timeline_rows(text: str) -> list[str]:
     # The picker is the left column; its border ``▕`` separates it from the timeline.
     return [line.split("▕", 1)[1].strip() for line in text.split("\n") if "▕" in line]
+
+
+def shows_cwd(row: str, path: Path) -> bool:
+    """The row starts ``cwd <path>``, or as much of it as fits before the column's ``…``
+    (a long temporary directory does not fit in 120 columns)."""
+    full = f"cwd {path}"
+    return row.startswith(full) or (
+        row.endswith("…") and len(row) > len("cwd /…") and full.startswith(row[:-1])
+    )
 
 
 def raw_view_of_first_command(text: str) -> bool:
@@ -77,7 +87,7 @@ async def test_watch_tui_follows_a_real_runtime(tmp_path: Path) -> None:
 
                 screen.send(ENTER)
                 text = await wait(screen.wait_for, lambda t: "first-marker" in timeline_rows(t), "output")
-                assert any(row.startswith(f"cwd {tmp_path}") for row in timeline_rows(text)), text
+                assert any(shows_cwd(row, tmp_path) for row in timeline_rows(text)), text
                 screen.send(ENTER)
                 await wait(screen.wait_for, lambda t: "first-marker" not in timeline_rows(t), "collapse")
 
@@ -101,15 +111,17 @@ async def test_watch_tui_follows_a_real_runtime(tmp_path: Path) -> None:
 
                 # Started after the viewer opened: it appears running, then its end arrives
                 # as an event (nobody polls it).
+                gate = Gate.make(tmp_path, "g")
                 started = await call(
                     mcp,
                     "exec_command",
-                    cmd="echo live-start; sleep 1.5; echo live-end",
+                    cmd=f"{gate.wait_from(tmp_path)}; echo live-end",
                     workdir=str(tmp_path),
                     yield_time_ms=200,
                 )
                 assert started["status"] == "running"
                 await wait(screen.wait_for, lambda t: "live-end" in t and "running" in t, "the new command")
+                await gate.release()
                 await wait(
                     screen.wait_for,
                     lambda t: any("live-end" in row and "exit 0" in row for row in timeline_rows(t)),

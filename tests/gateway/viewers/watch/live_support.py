@@ -16,6 +16,7 @@ from playwright.async_api import Browser, async_playwright
 from tests.gateway.viewers.watch.support import LIVEBOARD_LINE
 from tests.support.gateway import Mcp
 from tests.support.local import ZODEX, LocalEnv
+from tests.support.slowdown import scaled
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[4] / "test-artifacts" / "liveboard"
@@ -33,7 +34,7 @@ class Watching:
         if self.process.poll() is None:
             self.process.send_signal(sig)
         try:
-            _, stderr = self.process.communicate(timeout=15)
+            _, stderr = self.process.communicate(timeout=scaled(15))
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()

@@ -19,10 +19,11 @@ from playwright.async_api import Locator, Page, Response, expect
 from tests.gateway.viewers.watch.live_support import ARTIFACTS, Watching, call, chromium, watching
 from tests.support.gateway import wait_for
 from tests.support.local import LocalEnv, connected, local_env, observer_bearer
+from tests.support.slowdown import scaled
 
 pytestmark = pytest.mark.timeout(60)
 
-WAIT_MS = 20_000  # generous: the machine is shared; every wait is on a condition
+WAIT_MS = round(scaled(20_000))  # generous: the machine is shared; every wait is on a condition
 expect.set_options(timeout=WAIT_MS)
 
 # Test instrumentation: keep every event frame the page receives, to search for the bearer.

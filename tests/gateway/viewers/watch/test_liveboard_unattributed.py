@@ -13,11 +13,12 @@ from tests.gateway.viewers.watch.live_support import call, chromium, watching
 from tests.gateway.viewers.watch.test_liveboard_browser import PageLog, cards, column, open_board
 from tests.support.gateway import wait_for
 from tests.support.local import connected, local_env
+from tests.support.slowdown import scaled
 from tests.support.unattributed import unattributed_call
 
 pytestmark = pytest.mark.timeout(90)
 
-expect.set_options(timeout=20_000)
+expect.set_options(timeout=round(scaled(20_000)))
 
 
 async def test_unattributed_calls_stream_into_their_own_column(tmp_path: Path) -> None:
