@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.gate import Gate
 from tests.support.gateway import GatewayEnv, gateway_env, stdio_gateway
 
 pytestmark = pytest.mark.timeout(120)
@@ -67,15 +68,14 @@ async def test_large_delta_gives_head_and_tail_preview_and_spill_file(tmp_path: 
 
 
 async def test_spill_fields_stay_on_every_later_result(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+    gate = Gate.make(tmp_path)
     async with connect(genv) as mcp:
-        r = await mcp.exec(
-            "seq 1 5000; sleep 0.5; echo tail-line; sleep 0.5", str(tmp_path), yield_time_ms=300
-        )
+        r = await mcp.exec(f"seq 1 5000; {gate.wait}; echo tail-line", str(tmp_path), yield_time_ms=1000)
         assert "output_file" in r
-        first_chars = r["output_chars"]
+        await gate.release()
         rest, last = await mcp.drain(r["session_handle"])
     assert "tail-line" in rest
-    assert last["output_chars"] == first_chars + len("tail-line\n")
+    assert last["output_chars"] == len("".join(f"{i}\n" for i in range(1, 5001))) + len("tail-line\n")
     assert Path(last["output_file"]).read_text().endswith("5000\ntail-line\n")
 
 

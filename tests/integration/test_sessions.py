@@ -9,18 +9,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.gate import Gate
 from tests.support.gateway import CONNECTORS, GatewayEnv, gateway_env, pid_alive, stdio_gateway, wait_for
 from tests.support.poll_probe import TYPED, PollProbe
+from tests.support.slowdown import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
 # Prints the pids of: the shell's group (sleep in the background), a setsid escapee, and a
-# double-forked escapee that the worker inherits as an orphan.
+# double-forked escapee that the worker inherits as an orphan, which says "ready" last.
 SPAWN_FAMILY = (
     "sleep 300 & echo grp=$!; "
     "setsid sleep 301 & echo sid=$!; "
-    "( setsid sh -c 'sleep 302 & echo orphan=$!; wait' & ); "
-    "sleep 0.3; echo ready; wait"
+    "( setsid sh -c 'sleep 302 & echo orphan=$! ready; wait' & ); "
+    "wait"
 )
 
 
@@ -60,7 +62,9 @@ async def test_kill_escalates_to_sigkill(tmp_path: Path) -> None:
 
 async def test_exited_handle_is_a_tombstone(genv: GatewayEnv, connect, tmp_path: Path) -> None:
     async with connect(genv) as mcp:
-        r = await mcp.exec("sleep 0.3; echo last; exit 4", str(tmp_path), yield_time_ms=50)
+        gate = Gate.make(tmp_path)
+        r = await mcp.exec(f"{gate.wait}; echo last; exit 4", str(tmp_path), yield_time_ms=50)
+        await gate.release()
         out, final = await mcp.drain(r["session_handle"])
         assert out == "last\n" and final["exit_code"] == 4
         again = await mcp.write(r["session_handle"], yield_time_ms=50)
@@ -76,13 +80,17 @@ async def test_exited_handle_is_a_tombstone(genv: GatewayEnv, connect, tmp_path:
 async def test_tombstone_expires(tmp_path: Path) -> None:
     with gateway_env(tombstone_s=1, sessions_per_worker=1) as genv:
         async with stdio_gateway(genv) as mcp:
-            r = await mcp.exec("sleep 0.2", str(tmp_path), yield_time_ms=50)
+            gate = Gate.make(tmp_path)
+            r = await mcp.exec(gate.wait, str(tmp_path), yield_time_ms=50)
             handle = r["session_handle"]
+            await gate.release()
             await mcp.drain(handle)
             # Evicting it (capacity 1) turns it into a tombstone; after 1 s it is gone.
             await mcp.exec("true", str(tmp_path))
             assert (await mcp.write(handle, yield_time_ms=50))["status"] == "exited"
-            await asyncio.sleep(1.2)  # the tombstone lifetime itself is what is tested
+            async with asyncio.timeout(scaled(10)):  # the tombstone lifetime itself is what is tested
+                while not (await mcp.call("write_stdin", session_handle=handle)).is_error:
+                    await asyncio.sleep(0.1)
             assert (
                 await mcp.error("write_stdin", session_handle=handle) == f"Unknown session handle: {handle}"
             )
@@ -122,7 +130,8 @@ async def test_timeout_while_polling(tmp_path: Path) -> None:
 async def test_timeout_is_clamped_to_one_second(tmp_path: Path) -> None:
     with gateway_env(kill_grace_ms=500) as genv:
         async with stdio_gateway(genv) as mcp:
-            r = await mcp.exec("sleep 0.5; echo survived", str(tmp_path), yield_time_ms=5000, timeout_ms=1)
+            # Far longer than 1 ms, far shorter than the 1 s it is raised to, even on a loaded machine.
+            r = await mcp.exec("sleep 0.2; echo survived", str(tmp_path), yield_time_ms=5000, timeout_ms=1)
     assert r["termination_reason"] == "exit"
     assert r["output"] == "survived\n"
 
@@ -148,7 +157,9 @@ async def test_background_process_is_counted_then_killed_by_timeout(tmp_path: Pa
 async def test_capacity_evicts_exited_then_refuses(tmp_path: Path) -> None:
     with gateway_env(sessions_per_worker=3) as genv:
         async with stdio_gateway(genv) as mcp:
-            done = await mcp.exec("sleep 0.1", str(tmp_path), yield_time_ms=50)
+            gate = Gate.make(tmp_path)
+            done = await mcp.exec(gate.wait, str(tmp_path), yield_time_ms=50)
+            await gate.release()
             await mcp.drain(done["session_handle"])
             running = [await mcp.exec("sleep 60", str(tmp_path), yield_time_ms=50) for _ in range(2)]
             # Full (1 exited + 2 running): the exited one is evicted to make room.
@@ -203,13 +214,17 @@ async def test_calls_on_different_sessions_do_not_wait(genv: GatewayEnv, connect
 
 
 async def test_calls_on_one_session_are_serialised(genv: GatewayEnv, connect, tmp_path: Path) -> None:
+    gate = Gate.make(tmp_path)
     async with connect(genv) as mcp:
         r = await mcp.exec(
-            "for i in 1 2 3 4 5 6; do echo line$i; sleep 0.1; done", str(tmp_path), yield_time_ms=50
+            f"for i in 1 2 3 4 5 6; do echo line$i; sleep 0.1; done; {gate.wait}",
+            str(tmp_path),
+            yield_time_ms=50,
         )
         handle = r["session_handle"]
         results = await asyncio.gather(*(mcp.write(handle, yield_time_ms=2000) for _ in range(4)))
         out = r["output"] + "".join(x["output"] for x in results)
+        await gate.release()
         rest, _ = await mcp.drain(handle)
     lines = (out + rest).split()
     assert lines == [f"line{i}" for i in range(1, 7)], "no output lost or repeated across concurrent polls"

@@ -12,6 +12,7 @@ import pytest
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 
+from tests.support.gate import Gate
 from tests.support.gateway import GatewayEnv
 from tests.support.raw_stdio import RawStdioGateway
 from tests.support.waiting import wait_until
@@ -98,10 +99,14 @@ def test_a_2026_connection_is_served_call_after_call(bare: RawStdioGateway, tmp_
 
 def test_calls_run_side_by_side_and_each_answer_carries_its_id(genv: GatewayEnv, tmp_path: Path) -> None:
     gw = RawStdioGateway(genv)
+    gate = Gate.make(tmp_path)
     try:
-        send(gw, 10, "tools/call", exec_call(tmp_path, "sleep 1; echo slow", yield_time_ms=5000))
+        # The slow call's command waits at the gate until the fast call has been answered.
+        send(gw, 10, "tools/call", exec_call(tmp_path, f"{gate.wait}; echo slow", yield_time_ms=30000))
         send(gw, 11, "tools/call", exec_call(tmp_path, "echo fast"))
-        first, second = gw.next_message(), gw.next_message()
+        first = gw.next_message()
+        gate.release_now()
+        second = gw.next_message()
         assert (first["id"], second["id"]) == (11, 10), "the fast call waited for the slow one"
         assert second["result"]["structuredContent"]["output"] == "slow\n"
     finally:
@@ -111,13 +116,15 @@ def test_calls_run_side_by_side_and_each_answer_carries_its_id(genv: GatewayEnv,
 def test_a_call_the_client_cancels_is_never_answered(genv: GatewayEnv, tmp_path: Path) -> None:
     gw = RawStdioGateway(genv)
     try:
-        command = "echo started > mark; sleep 1; echo done > end"
+        gate = Gate.make(tmp_path)
+        command = f"echo started > mark; {gate.wait}; echo done > end"
         send(gw, 20, "tools/call", exec_call(tmp_path, command, yield_time_ms=30000))
         wait_until(lambda: (tmp_path / "mark").exists(), what="the command started")
         cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 20}}
         gw.send_line(json.dumps(cancel))
         send(gw, 21, "tools/list", {})
         assert gw.next_message()["id"] == 21
+        gate.release_now()
         # Once the command has ended, an answer to the cancelled call would come before this one.
         wait_until(lambda: (tmp_path / "end").exists(), what="the command ended")
         send(gw, 22, "tools/call", exec_call(tmp_path, "echo after"))
