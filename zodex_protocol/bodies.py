@@ -114,6 +114,18 @@ class BodyReader:
             self._refuse(key, "a list of strings")
         return tuple(value)
 
+    def integers(self, key: str, count: int) -> tuple[int, ...]:
+        """Exactly ``count`` integers (a screen's cursor: row and column)."""
+        noun = f"a list of {count} integers"
+        value = self._present(key, noun)
+        if (
+            not isinstance(value, list | tuple)
+            or len(value) != count
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        ):
+            self._refuse(key, noun)
+        return tuple(value)
+
     def maps(self, key: str) -> list[BodyReader]:
         value = self._present(key, "a list of maps")
         if not isinstance(value, list | tuple):

@@ -58,6 +58,37 @@ class SpilledOutput:
 
 
 @dataclass(frozen=True)
+class TerminalScreen:
+    """The screen of a full-screen program, as a terminal would show it (docs/output.md#screens)."""
+
+    rows: tuple[str, ...]  # trailing spaces trimmed, trailing empty rows dropped
+    cursor: tuple[int, int]  # row, column; from 0
+    title: str
+    alternate: bool  # the program is in the alternate screen
+    size: tuple[int, int]  # the terminal's rows and columns
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "rows": list(self.rows),
+            "cursor": list(self.cursor),
+            "title": self.title,
+            "alternate": self.alternate,
+            "size": list(self.size),
+        }
+
+    @classmethod
+    def read(cls, read: BodyReader) -> TerminalScreen:
+        cursor, size = read.integers("cursor", 2), read.integers("size", 2)
+        return cls(
+            rows=read.texts("rows"),
+            cursor=(cursor[0], cursor[1]),
+            title=read.text("title"),
+            alternate=read.flag("alternate"),
+            size=(size[0], size[1]),
+        )
+
+
+@dataclass(frozen=True)
 class EvictedSession:
     """The session an ``exec`` ended to make room (docs/sessions.md#capacity-and-eviction)."""
 
@@ -120,6 +151,7 @@ class SessionResult:
     background_processes: int | None = None  # exited, once it left jobs behind
     session_handle: str | None = None  # running, or jobs left behind still run
     spilled: SpilledOutput | None = None
+    screen: TerminalScreen | None = None  # a full-screen program's screen; output then says so
     evicted_session: EvictedSession | None = None
     # Given when the call had a wait_for (docs/tools.md#waiting-for-output): what ended its
     # wait (wait_pattern.OUTCOMES), and the text that matched.
@@ -156,6 +188,8 @@ class SessionResult:
             result["matched_text"] = self.matched_text
         if self.spilled is not None:
             result.update(self.spilled.fields())
+        if self.screen is not None:
+            result["screen"] = self.screen.fields()
         if self.evicted_session is not None:
             evicted = self.evicted_session
             result["evicted_session"] = {"session_handle": evicted.session_handle, "cmd": evicted.cmd}
@@ -174,7 +208,14 @@ class SessionResult:
     def without_output(self) -> SessionResult:
         """A final result answered again (from a tombstone): the same fields, no new output."""
         return replace(
-            self, output="", session=None, wait=None, matched_text=None, human_input=(), taken_over=None
+            self,
+            output="",
+            session=None,
+            wait=None,
+            matched_text=None,
+            human_input=(),
+            taken_over=None,
+            screen=None,
         )
 
     def waited(self, wait: str | None, matched_text: str | None = None) -> SessionResult:
@@ -194,6 +235,7 @@ class SessionResult:
                 output_file_error=read.optional_text("output_file_error"),
             )
         evicted = read.optional_map("evicted_session")
+        screen = read.optional_map("screen")
         status = read.choice("status", STATUSES)
         return cls(
             summary=read.text("summary"),
@@ -211,6 +253,7 @@ class SessionResult:
             background_processes=read.optional_integer("background_processes"),
             session_handle=read.optional_text("session_handle"),
             spilled=spilled,
+            screen=TerminalScreen.read(screen) if screen is not None else None,
             evicted_session=(
                 EvictedSession(evicted.text("session_handle"), evicted.text("cmd")) if evicted else None
             ),

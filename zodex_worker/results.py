@@ -29,8 +29,17 @@ def summary_line(session: Session) -> str:
     return line
 
 
+def screen_notice(output: str) -> str:
+    """The one line ``output`` holds when the result carries the screen instead."""
+    return f"[zodex] a full-screen program: its screen is in the `screen` field ({len(output):,} characters of escape-stripped output not shown)"
+
+
 def session_result(session: Session, output: str) -> SessionResult:
     ending = session.ending
+    # docs/output.md#screens: the alternate screen, or output that mostly redraws rows.
+    screen = session.screen.take()
+    if screen is not None:
+        output = screen_notice(output)
     running = ending is None
     # The handle stays the way to poll and kill the jobs an exited command left behind
     # (docs/sessions.md#background-processes).
@@ -49,4 +58,5 @@ def session_result(session: Session, output: str) -> SessionResult:
         ),
         session_handle=session.handle if keeps_handle else None,
         spilled=session.output.spilled(),
+        screen=screen,
     )

@@ -23,7 +23,8 @@ from zodex_system import proctree
 from zodex_system.cgroups import Group
 from zodex_worker.call_waits import CallWait, WaitCancelled
 from zodex_worker.output import SessionOutput
-from zodex_worker.pty_backend import Terminal
+from zodex_worker.output.screen import SessionScreen
+from zodex_worker.pty_backend import COLS, ROWS, Terminal
 from zodex_worker.reaper import Reaper
 
 READ_CHUNK = 64 * 1024
@@ -70,6 +71,7 @@ class Session:
         self.cwd = os.path.realpath(workdir)
         self.terminal = terminal
         self.output = output
+        self.screen = SessionScreen(ROWS, COLS)  # fed only while a program draws on it
         self.limits = limits
         self.started = time.monotonic()
         self.started_wall = time.time()
@@ -143,6 +145,7 @@ class Session:
             if self.ending is not None:
                 continue  # left-behind background output after the result was final
             raw = self.output.feed(data)
+            self.screen.feed(raw)
             self._last_output = time.monotonic()
             self._changed.set()
             if raw:
@@ -214,6 +217,7 @@ class Session:
         else:
             code, sig = os.WEXITSTATUS(status), None
         tail = self.output.finish()
+        self.screen.feed(tail)
         if tail:
             self._event_text.append(tail)
         self._flush_output_event()

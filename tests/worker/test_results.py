@@ -18,6 +18,7 @@ from zodex_protocol import tombstones
 from zodex_protocol.limits import Limits
 from zodex_protocol.replies import SpilledOutput
 from zodex_protocol.requests import ExecRequest, WriteRequest
+from zodex_worker.output.screen import SessionScreen
 from zodex_worker.reaper import Reaper
 from zodex_worker.results import session_result, summary_line
 from zodex_worker.service import WorkerConfig, WorkerService
@@ -45,6 +46,7 @@ class FakeSession:
     handle: str = HANDLE
     cwd: str = "/work/dir"
     output: FakeOutput = field(default_factory=FakeOutput)
+    screen: SessionScreen = field(default_factory=lambda: SessionScreen(50, 200))
 
     @property
     def running(self) -> bool:
@@ -189,3 +191,24 @@ async def test_real_running_and_spilled_results(service: WorkerService) -> None:
     r = await write(service, session_handle=r["session_handle"], kill_process=True)
     assert set(r) == BASE_FIELDS | {"exit_code", "signal", "termination_reason"} | set(SPILL)
     assert re.fullmatch(r"killed after \d+\.\ds", r["summary"]), r
+
+
+def test_a_screen_replaces_the_output_with_one_line() -> None:
+    session = FakeSession(1000)
+    session.screen.feed("\x1b[?1049h\x1b[H\x1b[2Jhello\x1b[3;5Hworld")
+    body = result(session, "helloworld")
+    assert body["screen"] == {
+        "rows": ["hello", "", "    world"],
+        "cursor": [2, 9],
+        "title": "",
+        "alternate": True,
+        "size": [50, 200],
+    }
+    assert body["output"] == (
+        "[zodex] a full-screen program: its screen is in the `screen` field "
+        "(10 characters of escape-stripped output not shown)"
+    )
+    # Plain lines: no screen, the output as it was.
+    plain = FakeSession(1000)
+    plain.screen.feed("one\r\ntwo\r\n")
+    assert "screen" not in result(plain, "one\ntwo\n") and result(plain, "x")["output"] == "x"

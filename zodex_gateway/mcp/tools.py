@@ -70,8 +70,10 @@ def write_input(limits: Limits) -> dict[str, Any]:
             "session_handle": {"type": "string", "description": "Handle from a running exec_command result."},
             "chars": {
                 "type": "string",
-                "description": "Text to type, exactly as given (no newline added). \\u0003 is Ctrl-C, "
-                "\\u0004 Ctrl-D. Omit or leave empty to just poll for new output.",
+                "description": "Text to type, exactly as given (no newline added). \\r is Enter, "
+                "\\u0003 Ctrl-C, \\u0004 Ctrl-D, \\u001b Escape, \\u001b[A / [B / [C / [D the arrows "
+                "up / down / right / left, \\u001b[5~ / [6~ Page Up / Down, \\t Tab; e.g. "
+                "'\\u001b:wq\\r' saves and quits vi. Omit or leave empty to just poll for new output.",
             },
             "yield_time_ms": {
                 "type": "integer",
@@ -178,6 +180,20 @@ SESSION_RESULT: dict[str, Any] = {
             "type": "integer",
             "description": "Processes the exited command left behind that still run (kill_process ends them).",
         },
+        "screen": {
+            "type": "object",
+            "description": "The terminal's screen while a full-screen program (vi, less, top, a curses "
+            "dialog) shows one; output then holds one line saying so. rows: the screen's rows, trailing "
+            "spaces and empty rows dropped; cursor: [row, column] from 0; size: [rows, columns].",
+            "properties": {
+                "rows": {"type": "array", "items": {"type": "string"}},
+                "cursor": {"type": "array", "items": {"type": "integer"}},
+                "title": {"type": "string"},
+                "alternate": {"type": "boolean"},
+                "size": {"type": "array", "items": {"type": "integer"}},
+            },
+            "required": ["rows", "cursor", "title", "alternate", "size"],
+        },
         "evicted_session": {
             "type": "object",
             "description": "The exited session this call evicted to make room; any background processes it left "
@@ -219,11 +235,14 @@ EXEC_DESCRIPTION = (
     "that prints a line when it is ready, give wait_for (a regular expression such as "
     "'Listening on'): the call returns the moment that text appears instead of waiting out the "
     "yield. Output is cleaned of terminal escapes; long output is cut to its first and last "
-    "lines and saved whole to output_file."
+    "lines and saved whole to output_file. A full-screen program (vi, less, top) comes back as "
+    "its rendered screen in the result's screen field."
 )
 WRITE_DESCRIPTION = (
     "Poll, type into, or kill a session started by exec_command. Each result carries only the "
-    "output produced since the previous result. Send \\u0003 to interrupt (Ctrl-C). To wait for "
+    "output produced since the previous result. Send \\u0003 to interrupt (Ctrl-C). Keys for a "
+    "full-screen program go in chars as escapes (\\u001b[A is Up, \\r Enter); the result then "
+    "shows its screen after the keys took effect. To wait for "
     "something specific (a prompt such as '\\$ $', 'BUILD (SUCCESSFUL|FAILED)'), give wait_for "
     "instead of polling in a loop: the call returns as soon as it matches."
 )

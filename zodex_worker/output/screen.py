@@ -1,0 +1,208 @@
+"""One session's terminal screen, as a terminal would show it (docs/output.md#screens).
+
+A VT emulator (pyte) costs about a second per 200 kB of scrolling lines, so it is fed only
+while it is needed: it starts at the first output that switches to the alternate screen,
+moves the cursor to another row or clears the screen, and is dropped again once the main
+screen scrolled :data:`PLAIN_LINES` lines (or took :data:`PLAIN_CHARS` characters) with no
+redraw: the program went back to printing lines. A plain stream (``seq``, a build log)
+never reaches it and costs one substring search per read.
+
+Not thread-safe: the session's owner serialises calls, as for :class:`SessionOutput`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any, Final
+
+import pyte
+from pyte import modes
+from pyte.screens import StaticDefaultDict
+
+from zodex_protocol.replies import TerminalScreen
+
+__all__ = ["PLAIN_CHARS", "PLAIN_LINES", "SessionScreen"]
+
+# Output on the main screen with no redraw after which the emulator is dropped.
+PLAIN_LINES: Final = 100  # scrolled lines: two screens of a 50-row terminal
+PLAIN_CHARS: Final = 64 * 1024
+# Output kept before the emulator starts, replayed into it: what a program that draws on
+# the main screen without clearing it first (a REPL's status line) draws over.
+RECENT_CHARS: Final = 8 * 1024
+# The alternate screen: xterm's private modes 47, 1047 and 1049 (pyte shifts private ones).
+_ALTERNATE_MODES: Final = frozenset({47 << 5, 1047 << 5, 1049 << 5})
+_SAVES_CURSOR: Final = 1049 << 5
+_IGNORED_MODES: Final = _ALTERNATE_MODES | {modes.DECCOLM}
+# What may start a screen: CUP and HVP (``ESC [ row ; col H`` / ``f``), VPA (``d``), cursor
+# up (``A``), erase display (``J``), a scroll region (``r``), reverse index (``ESC M``) and
+# a switch to or from the alternate screen.
+_DRAWS: Final = re.compile(r"\x1b\[[0-9;]*[HfdAJr]|\x1bM|\x1b\[\?(?:1049|1047|47)[hl]")
+
+
+class _Screen(pyte.Screen):
+    """pyte's screen with the alternate screen, which pyte leaves out."""
+
+    def __init__(self, columns: int, lines: int) -> None:
+        super().__init__(columns, lines)
+        self.alternate = False
+        self.left_alternate = False  # since the owner last looked
+        self._main: Any = None  # the main screen's buffer while the alternate one shows
+        # Ever-growing counts the owner takes differences of: a redraw is a move of the
+        # cursor to an earlier row or a clear of the whole screen; scrolled lines are lines
+        # pushed off the top, what printing lines does once the screen is full.
+        self.redraws = 0
+        self.scrolled = 0
+
+    def index(self) -> None:
+        bottom = self.margins.bottom if self.margins else self.lines - 1
+        if self.cursor.y == bottom:
+            self.scrolled += 1
+        super().index()
+
+    def cursor_position(self, line: int | None = None, column: int | None = None) -> None:
+        row = self.cursor.y
+        super().cursor_position(line, column)
+        self._moved_from(row)
+
+    def cursor_to_line(self, line: int | None = None) -> None:
+        row = self.cursor.y
+        super().cursor_to_line(line)
+        self._moved_from(row)
+
+    def cursor_up(self, count: int | None = None) -> None:
+        row = self.cursor.y
+        super().cursor_up(count)
+        self._moved_from(row)
+
+    def reverse_index(self) -> None:
+        self.redraws += 1
+        super().reverse_index()
+
+    def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
+        if how in (2, 3):
+            self.redraws += 1
+        super().erase_in_display(how, *args, **kwargs)
+
+    def _moved_from(self, row: int) -> None:
+        if self.cursor.y < row:
+            self.redraws += 1
+
+    def set_mode(self, *modes_: int, **kwargs: Any) -> None:
+        if kwargs.get("private"):
+            shifted = {mode << 5 for mode in modes_}
+            if shifted & _ALTERNATE_MODES:
+                self._enter_alternate(saves_cursor=_SAVES_CURSOR in shifted)
+            # DECCOLM would switch pyte to 132 columns; the PTY's width does not change.
+            modes_ = tuple(m for m in modes_ if (m << 5) not in _IGNORED_MODES)
+            if not modes_:
+                return
+        super().set_mode(*modes_, **kwargs)
+
+    def reset_mode(self, *modes_: int, **kwargs: Any) -> None:
+        if kwargs.get("private"):
+            shifted = {mode << 5 for mode in modes_}
+            if shifted & _ALTERNATE_MODES:
+                self._leave_alternate(restores_cursor=_SAVES_CURSOR in shifted)
+            modes_ = tuple(m for m in modes_ if (m << 5) not in _IGNORED_MODES)
+            if not modes_:
+                return
+        super().reset_mode(*modes_, **kwargs)
+
+    def _enter_alternate(self, *, saves_cursor: bool) -> None:
+        if self.alternate:
+            return
+        if saves_cursor:
+            self.save_cursor()
+        self._main = self.buffer
+        self.buffer = defaultdict(lambda: StaticDefaultDict(self.default_char))
+        self.alternate = True
+
+    def _leave_alternate(self, *, restores_cursor: bool) -> None:
+        if not self.alternate:
+            return
+        self.buffer = self._main
+        self._main = None
+        self.alternate = False
+        self.left_alternate = True
+        self.dirty.update(range(self.lines))
+        if restores_cursor:
+            self.restore_cursor()
+
+
+class SessionScreen:
+    """The terminal model of one session's PTY, kept only while a program draws on it."""
+
+    def __init__(self, rows: int, columns: int) -> None:
+        self._rows = rows
+        self._columns = columns
+        self._screen: _Screen | None = None
+        self._stream: pyte.Stream | None = None
+        self._recent = ""
+        # Main-screen output since the last redraw: when to drop the emulator.
+        self._plain_lines = self._plain_chars = 0
+        # The screen's counts when the previous result was taken: the rule's "since".
+        self._taken_redraws = self._taken_scrolled = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether the emulator is being fed (for tests and the bench)."""
+        return self._screen is not None
+
+    def feed(self, raw: str) -> None:
+        """Take the decoded raw output (escapes intact) of one read."""
+        if self._screen is None:
+            if "\x1b" not in raw or not _DRAWS.search(raw):
+                self._recent = (self._recent + raw)[-RECENT_CHARS:]
+                return
+            self._start()
+            raw, self._recent = self._recent + raw, ""
+        screen, stream = self._screen, self._stream
+        assert screen is not None and stream is not None
+        redraws, scrolled = screen.redraws, screen.scrolled
+        stream.feed(raw)
+        if screen.left_alternate:
+            # What the full-screen program drew is gone: count the main screen afresh.
+            screen.left_alternate = False
+            self._taken_redraws, self._taken_scrolled = screen.redraws, screen.scrolled
+        if screen.alternate or screen.redraws != redraws:
+            self._plain_lines = self._plain_chars = 0
+            return
+        self._plain_lines += screen.scrolled - scrolled
+        self._plain_chars += len(raw)
+        if self._plain_lines > PLAIN_LINES or self._plain_chars > PLAIN_CHARS:
+            self._stop()
+
+    def take(self) -> TerminalScreen | None:
+        """The screen for a result, when it is to be shown: the alternate screen, or a main
+        screen that output since the previous result redrew (moved the cursor up or cleared
+        it) without scrolling a screenful of lines. Starts the count for the next result."""
+        screen = self._screen
+        if screen is None:
+            return None
+        redraws = screen.redraws - self._taken_redraws
+        scrolled = screen.scrolled - self._taken_scrolled
+        self._taken_redraws, self._taken_scrolled = screen.redraws, screen.scrolled
+        if not (screen.alternate or (redraws and scrolled < self._rows)):
+            return None
+        rows = [row.rstrip() for row in screen.display]
+        while rows and not rows[-1]:
+            rows.pop()
+        return TerminalScreen(
+            rows=tuple(rows),
+            cursor=(screen.cursor.y, screen.cursor.x),
+            title=screen.title,
+            alternate=screen.alternate,
+            size=(self._rows, self._columns),
+        )
+
+    def _start(self) -> None:
+        self._screen = _Screen(self._columns, self._rows)
+        self._stream = pyte.Stream(self._screen)
+        self._plain_lines = self._plain_chars = 0
+        self._taken_redraws = self._taken_scrolled = 0
+
+    def _stop(self) -> None:
+        self._screen = self._stream = None
+        self._plain_lines = self._plain_chars = 0
+        self._taken_redraws = self._taken_scrolled = 0
