@@ -84,6 +84,12 @@ class _Screen(pyte.Screen):
             self.redraws += 1
         super().erase_in_display(how, *args, **kwargs)
 
+    def select_graphic_rendition(self, *attrs: int, private: bool = False) -> None:
+        # ``ESC [ > 4 ; 2 m`` (xterm's modifyOtherKeys, which vim sends) is no rendition;
+        # pyte passes it here as private and would raise.
+        if not private:
+            super().select_graphic_rendition(*attrs)
+
     def _moved_from(self, row: int) -> None:
         if self.cursor.y < row:
             self.redraws += 1
@@ -160,7 +166,12 @@ class SessionScreen:
         screen, stream = self._screen, self._stream
         assert screen is not None and stream is not None
         redraws, scrolled = screen.redraws, screen.scrolled
-        stream.feed(raw)
+        try:
+            stream.feed(raw)
+        except Exception:  # the emulator must never cost the session its output
+            # A sequence pyte cannot take leaves its parser dead: start afresh at the next draw.
+            self._stop()
+            return
         if screen.left_alternate:
             # What the full-screen program drew is gone: count the main screen afresh.
             screen.left_alternate = False

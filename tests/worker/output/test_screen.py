@@ -6,6 +6,9 @@ tests/integration/test_screens.py; these check the rule on hand-written output.
 
 from __future__ import annotations
 
+import pyte
+import pytest
+
 from zodex_protocol.replies import SessionResult, TerminalScreen
 from zodex_worker.output.screen import PLAIN_LINES, SessionScreen
 
@@ -30,7 +33,11 @@ def test_the_alternate_screen_is_shown_and_leaving_it_restores_the_main_screen()
     screen.feed("\x1b[?1049h\x1b[H\x1b[2J\x1b]0;my title\x07top row   \x1b[50;1Hbottom")
     shown = screen.take()
     assert shown == TerminalScreen(
-        rows=("top row", *[""] * 48, "bottom"), cursor=(49, 6), title="my title", alternate=True, size=(50, 200)
+        rows=("top row", *[""] * 48, "bottom"),
+        cursor=(49, 6),
+        title="my title",
+        alternate=True,
+        size=(50, 200),
     )
     # A poll with no new output still shows it: the program is still in the alternate screen.
     assert screen.take() == shown
@@ -77,3 +84,27 @@ def test_the_screen_survives_the_wire() -> None:
     screen = TerminalScreen(rows=("a", "", "b"), cursor=(2, 1), title="t", alternate=False, size=(50, 200))
     result = SessionResult(summary="s", status="running", output="o", cwd="/", wall_time_ms=1, screen=screen)
     assert SessionResult.from_body(result.to_body()).screen == screen
+
+
+def test_sequences_pyte_does_not_know_cost_nothing() -> None:
+    screen = SessionScreen(ROWS, COLS)
+    # vim's modifyOtherKeys (a private SGR), a cursor report request, a title push.
+    screen.feed("\x1b[?1049h\x1b[>4;2m\x1b[6n\x1b[22;0;0t\x1b[Hstill here")
+    shown = screen.take()
+    assert shown is not None and shown.rows == ("still here",)
+
+
+def test_an_emulator_failure_drops_the_model_and_keeps_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    screen = SessionScreen(ROWS, COLS)
+    screen.feed("\x1b[?1049hdrawn")
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise TypeError("a sequence pyte cannot take")
+
+    monkeypatch.setattr(pyte.Screen, "draw", broken)
+    screen.feed("more")
+    assert not screen.active and screen.take() is None
+    monkeypatch.undo()
+    screen.feed("\x1b[?1049h\x1b[Hagain")  # the next draw starts afresh
+    shown = screen.take()
+    assert shown is not None and shown.rows == ("again",)
