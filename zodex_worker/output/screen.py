@@ -46,7 +46,9 @@ class _Screen(pyte.Screen):
     def __init__(self, columns: int, lines: int) -> None:
         super().__init__(columns, lines)
         self.alternate = False
-        self.left_alternate = False  # since the owner last looked
+        # Set on leaving the alternate screen, for the owner to take: the counts at that
+        # moment (what came after it in the same read counts for the main screen).
+        self.left_alternate: tuple[int, int] | None = None
         self._main: Any = None  # the main screen's buffer while the alternate one shows
         # Ever-growing counts the owner takes differences of: a redraw is a move of the
         # cursor to an earlier row or a clear of the whole screen; scrolled lines are lines
@@ -130,10 +132,23 @@ class _Screen(pyte.Screen):
         self.buffer = self._main
         self._main = None
         self.alternate = False
-        self.left_alternate = True
+        self.left_alternate = (self.redraws, self.scrolled)
         self.dirty.update(range(self.lines))
         if restores_cursor:
             self.restore_cursor()
+
+
+class _Stream(pyte.Stream):
+    """pyte's parser, taking charset designations as xterm and tmux do in UTF-8 too: curses
+    draws its boxes with ``ESC ( 0`` (DEC line drawing), which pyte ignores in UTF-8 mode.
+    The text comes decoded already, so the mode has nothing else to do here."""
+
+    def __init__(self, screen: pyte.Screen) -> None:
+        super().__init__(screen)
+        self.use_utf8 = False
+
+    def select_other_charset(self, code: str) -> None:
+        pass  # ``ESC % G`` would turn the designations off again
 
 
 class SessionScreen:
@@ -143,12 +158,13 @@ class SessionScreen:
         self._rows = rows
         self._columns = columns
         self._screen: _Screen | None = None
-        self._stream: pyte.Stream | None = None
+        self._stream: _Stream | None = None
         self._recent = ""
         # Main-screen output since the last redraw: when to drop the emulator.
         self._plain_lines = self._plain_chars = 0
         # The screen's counts when the previous result was taken: the rule's "since".
         self._taken_redraws = self._taken_scrolled = 0
+        self._showing = False  # the previous result showed the screen
 
     @property
     def active(self) -> bool:
@@ -172,10 +188,11 @@ class SessionScreen:
             # A sequence pyte cannot take leaves its parser dead: start afresh at the next draw.
             self._stop()
             return
-        if screen.left_alternate:
+        if screen.left_alternate is not None:
             # What the full-screen program drew is gone: count the main screen afresh.
-            screen.left_alternate = False
-            self._taken_redraws, self._taken_scrolled = screen.redraws, screen.scrolled
+            self._taken_redraws, self._taken_scrolled = screen.left_alternate
+            screen.left_alternate = None
+            self._showing = False
         if screen.alternate or screen.redraws != redraws:
             self._plain_lines = self._plain_chars = 0
             return
@@ -187,14 +204,20 @@ class SessionScreen:
     def take(self) -> TerminalScreen | None:
         """The screen for a result, when it is to be shown: the alternate screen, or a main
         screen that output since the previous result redrew (moved the cursor up or cleared
-        it) without scrolling a screenful of lines. Starts the count for the next result."""
+        it) without scrolling a screenful of lines, or one the previous result showed that
+        no line has scrolled since. Starts the count for the next result."""
         screen = self._screen
         if screen is None:
             return None
         redraws = screen.redraws - self._taken_redraws
         scrolled = screen.scrolled - self._taken_scrolled
         self._taken_redraws, self._taken_scrolled = screen.redraws, screen.scrolled
-        if not (screen.alternate or (redraws and scrolled < self._rows)):
+        # A screen once shown stays shown until lines scroll: a poll of a quiet ``top`` or
+        # of a dialog waiting for its key still shows it.
+        self._showing = (
+            screen.alternate or (redraws > 0 and scrolled < self._rows) or (self._showing and scrolled == 0)
+        )
+        if not self._showing:
             return None
         rows = [row.rstrip() for row in screen.display]
         while rows and not rows[-1]:
@@ -209,11 +232,13 @@ class SessionScreen:
 
     def _start(self) -> None:
         self._screen = _Screen(self._columns, self._rows)
-        self._stream = pyte.Stream(self._screen)
+        self._stream = _Stream(self._screen)
         self._plain_lines = self._plain_chars = 0
         self._taken_redraws = self._taken_scrolled = 0
+        self._showing = False
 
     def _stop(self) -> None:
         self._screen = self._stream = None
         self._plain_lines = self._plain_chars = 0
         self._taken_redraws = self._taken_scrolled = 0
+        self._showing = False

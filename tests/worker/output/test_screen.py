@@ -108,3 +108,16 @@ def test_an_emulator_failure_drops_the_model_and_keeps_the_session(monkeypatch: 
     screen.feed("\x1b[?1049h\x1b[Hagain")  # the next draw starts afresh
     shown = screen.take()
     assert shown is not None and shown.rows == ("again",)
+
+
+def test_a_main_screen_drawn_in_the_read_that_left_the_alternate_one_is_shown() -> None:
+    # dialog enters and leaves the alternate screen at once, then draws on the main one;
+    # how the PTY cuts that into reads must not matter.
+    for cut in (None, 30):
+        screen = SessionScreen(ROWS, COLS)
+        raw = "\x1b[?1049h\x1b[H\x1b[2J\x1b[?1049l\x1b[H\x1b[2J\x1b[10;5H\x1b(0lqk\x1b(B box"
+        for piece in (raw,) if cut is None else (raw[:cut], raw[cut:]):
+            screen.feed(piece)
+        shown = screen.take()
+        assert shown is not None and not shown.alternate
+        assert shown.rows == (*[""] * 9, "    ┌─┐ box"), cut
