@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Zodex benchmark, through the public MCP tools only, against floors measured in the same run.
 
-    python scripts/bench.py [--quick] [--fleet-only | --waits-only | --workers-only]
+    python scripts/bench.py [--quick] [--fleet-only | --waits-only | --workers-only | --screens-only]
 
 Prints each figure next to its floor and the ratio, so results compare across machines:
 
@@ -26,6 +26,11 @@ Prints each figure next to its floor and the ratio, so results compare across ma
   (``/proc/<pid>/smaps_rollup``, summed over the workers and the worker template) of each
   further idle workdir with 1, 10, 50 and 100 workdirs; both with workers forked from the
   template against workers started as new processes (``ZODEX_WORKER_TEMPLATE=off``);
+- screens (``--screens-only`` runs just this): the worker's CPU for the output of
+  ``seq 1 3000000`` with the session's terminal model against without it (in this process,
+  as the wait_for row), ``seq 1 3000000`` run to the end through the tools, and a
+  ``write_stdin`` whose result carries a full 50-row screen against one with plain output
+  (medians of alternating calls);
 - on a Local runtime (``zodex local start``, MCP over HTTP): trivial exec p50 and the
   throughput with a viewer subscribed to ``/v1/events`` (output included) against none, and
   the trivial exec p50 with a fresh TCP connection per call;
@@ -788,6 +793,114 @@ def watch_cpu_rows() -> list[Row]:
     return rows
 
 
+def screen_cpu_rows() -> list[Row]:
+    """The worker's CPU for one session's output of ``seq 1 3000000``, with the terminal
+    model fed every read (docs/output.md#screens: it stays idle for lines) against without
+    it; and what building one full screen for a result costs."""
+    from zodex_worker.output.screen import SessionScreen
+    from zodex_worker.output.stream import SessionOutput
+
+    data = "".join(f"{i}\r\n" for i in range(1, 3_000_001)).encode()
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+
+    def cpu(with_screen: bool) -> float:
+        with tempfile.TemporaryDirectory() as spill:
+            out = SessionOutput(spill_dir=Path(spill), spill_name="bench")
+            screen = SessionScreen(50, 200)
+            started = time.process_time()
+            for chunk in chunks:
+                raw = out.feed(chunk)
+                if with_screen:
+                    screen.feed(raw)
+            out.take_delta()
+            screen.take()
+            spent = time.process_time() - started
+            out.close()
+            return spent
+
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(5):
+        for with_screen in (False, True):
+            runs[with_screen].append(cpu(with_screen))
+    on, off = min(runs[True]), min(runs[False])
+    full = SessionScreen(50, 200)
+    full.feed("\x1b[?1049h\x1b[H" + "".join(f"\x1b[{row};1H" + "x" * 200 for row in range(1, 51)))
+    takes = []
+    for _ in range(200):
+        started = time.perf_counter()
+        full.take()
+        takes.append(time.perf_counter() - started)
+    return [
+        (
+            "worker output CPU of seq 1 3000000, screen model vs none",
+            f"{on * 1000:.0f} ms",
+            f"{off * 1000:.0f} ms",
+            f"{off / on:.3f}x",
+            ">= 0.95x",
+        ),
+        ("a full 50x200 screen for a result, p50", f"{percentile(takes, 50) * 1e6:.0f} us", "", "", ""),
+    ]
+
+
+SCREEN_ECHO = (
+    "printf '\\033[?1049h\\033[H'; for i in $(seq 1 49); do printf '%0200d\\r\\n' $i; done; stty -echo; cat"
+)
+PLAIN_ECHO = "stty -echo; cat"
+
+
+async def screen_rows(bench: Bench, workdir: Path, quick: bool) -> list[Row]:
+    """seq through the tools, and a write_stdin answered with a screen against a plain one:
+    ``cat`` echoing a typed line, in the alternate screen filled with 49 rows of 200
+    characters, against plain ``cat``; each call returns at the echo (wait_for)."""
+    rows: list[Row] = []
+    started = time.perf_counter()
+    await bench.run_to_end("seq 1 3000000", workdir)
+    seconds = time.perf_counter() - started
+    size = sum(len(f"{i}\n") for i in range(1, 3_000_001))
+    rows.append(("seq 1 3000000 through the tools", f"{size / seconds / 1e6:.1f} MB/s", "", "", ""))
+    handles = {}
+    for name, cmd in (("screen", SCREEN_ECHO), ("plain", PLAIN_ECHO)):
+        r = await bench.exec(cmd, workdir, yield_time_ms=1000)
+        handles[name] = r["session_handle"]
+    times: dict[str, list[float]] = {"screen": [], "plain": []}
+    for i in range(30 if quick else 200):
+        for name, handle in handles.items():
+            started = time.perf_counter()
+            r = await bench.call("write_stdin", session_handle=handle, chars=f"k{i}\n", wait_for=f"k{i}$")
+            times[name].append(time.perf_counter() - started)
+            assert ("screen" in r) == (name == "screen"), r
+    for handle in handles.values():
+        await bench.call("write_stdin", session_handle=handle, kill_process=True)
+    screen, plain = percentile(times["screen"], 50), percentile(times["plain"], 50)
+    rows.append(
+        (
+            "write_stdin answered with a 50-row screen vs plain, p50",
+            f"{screen * 1000:.2f} ms",
+            f"{plain * 1000:.2f} ms",
+            f"{plain / screen:.2f}x",
+            "",
+        )
+    )
+    return rows
+
+
+async def screens_only_rows(quick: bool) -> list[Row]:
+    rows = screen_cpu_rows()
+    root = Path(tempfile.mkdtemp(prefix="zxb"))
+    try:
+        (root / "run").mkdir(mode=0o700)
+        workdir = root / "w"
+        workdir.mkdir()
+        env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "XDG_RUNTIME_DIR": str(root / "run")}
+        params = StdioServerParameters(command=GATEWAY, args=["stdio"], env=env, cwd=str(root))
+        async with Client(params, read_timeout_seconds=300) as client:
+            bench = Bench(client, root)
+            await bench.trivial(20, workdir)
+            return rows + await screen_rows(bench, workdir, quick)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 async def waits_only_rows(quick: bool) -> list[Row]:
     root = Path(tempfile.mkdtemp(prefix="zxb"))
     try:
@@ -1056,7 +1169,13 @@ async def _worker_start_rows(root: Path, quick: bool) -> list[Row]:
     return rows
 
 
-async def main(quick: bool, fleet_only: bool, waits_only: bool = False, workers_only: bool = False) -> None:
+async def main(
+    quick: bool,
+    fleet_only: bool,
+    waits_only: bool = False,
+    workers_only: bool = False,
+    screens_only: bool = False,
+) -> None:
     # SIGTERM and SIGHUP end the run as Ctrl-C does: the running task is cancelled at its
     # next await, so every finally below removes what it made.
     task = asyncio.current_task()
@@ -1068,11 +1187,15 @@ async def main(quick: bool, fleet_only: bool, waits_only: bool = False, workers_
         rows = await waits_only_rows(quick)
     elif workers_only:
         rows = await worker_start_rows(quick)
+    elif screens_only:
+        rows = await screens_only_rows(quick)
     else:
         rows = [] if fleet_only else await machine_rows(n, quick)
         if not fleet_only:
             settle()
             rows += await worker_start_rows(quick)
+            settle()
+            rows += await screens_only_rows(quick)
         settle()
         rows += await fleet_rows(n)
     print(
@@ -1099,6 +1222,7 @@ if __name__ == "__main__":
         "--workers-only", action="store_true", help="only the worker start and density figures"
     )
     parser.add_argument("--waits-only", action="store_true", help="only the wait_for figures")
+    parser.add_argument("--screens-only", action="store_true", help="only the screen figures")
     parser.add_argument("--worker-ready", nargs=2, metavar=("N", "WORKDIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker_ready:
@@ -1106,6 +1230,6 @@ if __name__ == "__main__":
         print(json.dumps(asyncio.run(worker_ready(Path(workdir), int(samples)))))
         sys.exit(0)
     try:
-        asyncio.run(main(args.quick, args.fleet_only, args.waits_only, args.workers_only))
+        asyncio.run(main(args.quick, args.fleet_only, args.waits_only, args.workers_only, args.screens_only))
     except (asyncio.CancelledError, KeyboardInterrupt):
         sys.exit("bench interrupted; what it had made is removed")

@@ -86,6 +86,23 @@ class _Screen(pyte.Screen):
             self.redraws += 1
         super().erase_in_display(how, *args, **kwargs)
 
+    def text_rows(self) -> list[str]:
+        """The rows as text, trailing spaces trimmed. pyte's ``display`` looks up every cell
+        and its width (7 ms for 50x200); this joins the cells written, whose wide
+        characters already hold an empty stub after them."""
+        rows = []
+        for y in range(self.lines):
+            line = self.buffer.get(y)
+            if not line:
+                rows.append("")
+                continue
+            cells = [" "] * min(max(line) + 1, self.columns)
+            for x, char in line.items():
+                if x < self.columns:
+                    cells[x] = char.data
+            rows.append("".join(cells).rstrip())
+        return rows
+
     def select_graphic_rendition(self, *attrs: int, private: bool = False) -> None:
         # ``ESC [ > 4 ; 2 m`` (xterm's modifyOtherKeys, which vim sends) is no rendition;
         # pyte passes it here as private and would raise.
@@ -175,7 +192,9 @@ class SessionScreen:
         """Take the decoded raw output (escapes intact) of one read."""
         if self._screen is None:
             if "\x1b" not in raw or not _DRAWS.search(raw):
-                self._recent = (self._recent + raw)[-RECENT_CHARS:]
+                # A flood's reads are longer than what is kept: no copy of the whole read.
+                recent = raw if len(raw) >= RECENT_CHARS else self._recent + raw
+                self._recent = recent[-RECENT_CHARS:]
                 return
             self._start()
             raw, self._recent = self._recent + raw, ""
@@ -219,7 +238,7 @@ class SessionScreen:
         )
         if not self._showing:
             return None
-        rows = [row.rstrip() for row in screen.display]
+        rows = screen.text_rows()
         while rows and not rows[-1]:
             rows.pop()
         return TerminalScreen(

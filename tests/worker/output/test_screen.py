@@ -121,3 +121,17 @@ def test_a_main_screen_drawn_in_the_read_that_left_the_alternate_one_is_shown() 
         shown = screen.take()
         assert shown is not None and not shown.alternate
         assert shown.rows == (*[""] * 9, "    ┌─┐ box"), cut
+
+
+def test_rows_are_what_pyte_displays_wide_characters_included() -> None:
+    screen = SessionScreen(ROWS, COLS)
+    screen.feed("\x1b[?1049h\x1b[2;3H日本語 wide\x1b[4;198Hend of row\x1b[1;1Hé\u0301 combined  ")
+    shown = screen.take()
+    assert shown is not None
+    model = screen._screen  # the reference: pyte's own rendering of the same cells
+    assert model is not None
+    expected = [row.rstrip() for row in model.display]
+    while expected and not expected[-1]:
+        expected.pop()
+    assert list(shown.rows) == expected
+    assert shown.rows[1] == "  日本語 wide" and shown.rows[3].endswith(" end") and shown.rows[4] == " of row"
