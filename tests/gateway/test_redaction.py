@@ -119,3 +119,18 @@ def test_log_lines_and_tracebacks_are_redacted() -> None:
         record = logging.LogRecord("zodex", logging.ERROR, __file__, 1, "saw %s", (TOKEN,), sys.exc_info())
     line = formatter.format(record)
     assert TOKEN not in line and line.startswith(f"ERROR saw {REDACTED}") and f"bad {REDACTED}" in line
+
+
+def test_a_stored_screen_is_redacted_row_by_row() -> None:
+    # docs/output.md#screens: the screen is stored with the result, as the model got it.
+    results = SessionResults(registry(TOKEN))
+    screen = {
+        "rows": [f"token: {TOKEN}", "~"],
+        "cursor": [0, 7],
+        "title": TOKEN,
+        "alternate": True,
+        "size": [50, 200],
+    }
+    stored = results.redact("abcdefg1-xyz", {"status": "running", "output": "[zodex] …", "screen": screen})
+    assert stored["screen"] == {**screen, "rows": [f"token: {REDACTED}", "~"], "title": REDACTED}
+    assert TOKEN not in repr(stored)

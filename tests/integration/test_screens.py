@@ -26,6 +26,7 @@ from pyte import charsets
 
 from tests.support.gateway import GatewayEnv, Mcp, gateway_env, stdio_gateway
 from tests.support.slowdown import scaled
+from zodex_gateway.history import HistoryStore
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -152,23 +153,30 @@ def twin_dirs(tmp_path: Path) -> tuple[Path, Path]:
 
 async def test_vi_open_type_and_write(tmp_path: Path) -> None:
     ours, theirs = twin_dirs(tmp_path)
-    async with gateway() as (genv, mcp):
-        with tmux_pane(genv.root, f"{VI} notes.txt", theirs) as pane:
-            r = await mcp.exec(f"{VI} notes.txt", str(ours), wait_for='"notes.txt"')
-            opened = await settled(mcp, r["session_handle"])
-            notice_only(opened)
-            assert opened["screen"]["alternate"] and opened["screen"]["rows"][1] == "~"
-            assert opened["screen"]["rows"][-1].startswith('"notes.txt" [New]')
-            await same_as_tmux(pane, opened["screen"])
-            for keys in ("ihello screens", "\x1b", "o\x1b[Asecond\x1b"):
-                typed = await settled(mcp, r["session_handle"], keys)
-                pane.type(keys)
-                await same_as_tmux(pane, typed["screen"])
-            # Up in insert mode went back to the first line's start, where "second" was typed.
-            assert typed["screen"]["rows"][:2] == ["secondhello screens", ""]
-            done = await mcp.write(r["session_handle"], chars=":wq\r", yield_time_ms=5000)
+    with gateway_env() as genv:
+        async with stdio_gateway(genv) as mcp:
+            with tmux_pane(genv.root, f"{VI} notes.txt", theirs) as pane:
+                r = await mcp.exec(f"{VI} notes.txt", str(ours), wait_for='"notes.txt"')
+                opened = await settled(mcp, r["session_handle"])
+                notice_only(opened)
+                assert opened["screen"]["alternate"] and opened["screen"]["rows"][1] == "~"
+                assert opened["screen"]["rows"][-1].startswith('"notes.txt" [New]')
+                await same_as_tmux(pane, opened["screen"])
+                shown = [opened["screen"]]
+                for keys in ("ihello screens", "\x1b", "o\x1b[Asecond\x1b"):
+                    typed = await settled(mcp, r["session_handle"], keys)
+                    pane.type(keys)
+                    await same_as_tmux(pane, typed["screen"])
+                    shown.append(typed["screen"])
+                # Up in insert mode went back to the first line's start, where "second" was typed.
+                assert typed["screen"]["rows"][:2] == ["secondhello screens", ""]
+                done = await mcp.write(r["session_handle"], chars=":wq\r", yield_time_ms=5000)
+        # History keeps each call's result as it was given: the last screen of each call.
+        with HistoryStore(genv.state_home / "zodex" / "local" / "history", recover=False) as store:
+            stored = [inv.result for inv in store.invocations() if inv.tool_name == "write_stdin"]
     assert done["status"] == "exited" and done["exit_code"] == 0 and "screen" not in done
     assert (ours / "notes.txt").read_text() == "secondhello screens\n\n"
+    assert [result.get("screen") for result in stored] == [*shown, None]
 
 
 async def test_less_pages_down_and_quits(tmp_path: Path) -> None:
