@@ -36,11 +36,12 @@ def screen_notice(output: str) -> str:
 
 def session_result(session: Session, output: str) -> SessionResult:
     ending = session.ending
-    # docs/output.md#screens: the alternate screen, or output that mostly redraws rows.
-    screen = session.screen.take()
+    running = ending is None
+    # docs/output.md#screens: the alternate screen, or a redrawn one, while the program runs;
+    # a command that ended is answered with its text, as it always was.
+    screen = session.screen.take() if running else None
     if screen is not None:
         output = screen_notice(output)
-    running = ending is None
     # The handle stays the way to poll and kill the jobs an exited command left behind
     # (docs/sessions.md#background-processes).
     keeps_handle = ending is None or ending.background > 0

@@ -212,3 +212,11 @@ def test_a_screen_replaces_the_output_with_one_line() -> None:
     plain = FakeSession(1000)
     plain.screen.feed("one\r\ntwo\r\n")
     assert "screen" not in result(plain, "one\ntwo\n") and result(plain, "x")["output"] == "x"
+
+
+def test_a_command_that_ended_is_answered_with_its_text() -> None:
+    # `clear; ls`: a redraw, then a short listing; once it ended, the text as always.
+    session = FakeSession(1000, ended(0))
+    session.screen.feed("\x1b[H\x1b[2Ja.txt\r\nb.txt\r\n")
+    body = result(session, "a.txt\nb.txt\n")
+    assert "screen" not in body and body["output"] == "a.txt\nb.txt\n"
