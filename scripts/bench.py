@@ -64,6 +64,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -884,8 +885,8 @@ async def screen_rows(bench: Bench, workdir: Path, quick: bool) -> list[Row]:
     return rows
 
 
-async def screens_only_rows(quick: bool) -> list[Row]:
-    rows = screen_cpu_rows()
+async def on_stdio_gateway(measure: Callable[[Bench, Path], Awaitable[list[Row]]]) -> list[Row]:
+    """``measure`` on a fresh stdio gateway of its own, warmed by 20 trivial calls."""
     root = Path(tempfile.mkdtemp(prefix="zxb"))
     try:
         (root / "run").mkdir(mode=0o700)
@@ -896,25 +897,19 @@ async def screens_only_rows(quick: bool) -> list[Row]:
         async with Client(params, read_timeout_seconds=300) as client:
             bench = Bench(client, root)
             await bench.trivial(20, workdir)
-            return rows + await screen_rows(bench, workdir, quick)
+            return await measure(bench, workdir)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def screens_only_rows(quick: bool) -> list[Row]:
+    return screen_cpu_rows() + await on_stdio_gateway(
+        lambda bench, workdir: screen_rows(bench, workdir, quick)
+    )
 
 
 async def waits_only_rows(quick: bool) -> list[Row]:
-    root = Path(tempfile.mkdtemp(prefix="zxb"))
-    try:
-        (root / "run").mkdir(mode=0o700)
-        workdir = root / "w"
-        workdir.mkdir()
-        env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "XDG_RUNTIME_DIR": str(root / "run")}
-        params = StdioServerParameters(command=GATEWAY, args=["stdio"], env=env, cwd=str(root))
-        async with Client(params, read_timeout_seconds=300) as client:
-            bench = Bench(client, root)
-            await bench.trivial(20, workdir)
-            return await wait_rows(bench, workdir, quick)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    return await on_stdio_gateway(lambda bench, workdir: wait_rows(bench, workdir, quick))
 
 
 async def machine_rows(n: int, quick: bool) -> list[Row]:

@@ -32,7 +32,6 @@ PLAIN_CHARS: Final = 64 * 1024
 RECENT_CHARS: Final = 8 * 1024
 # The alternate screen: xterm's private modes 47, 1047 and 1049 (pyte shifts private ones).
 _ALTERNATE_MODES: Final = frozenset({47 << 5, 1047 << 5, 1049 << 5})
-_SAVES_CURSOR: Final = 1049 << 5
 _IGNORED_MODES: Final = _ALTERNATE_MODES | {modes.DECCOLM}
 # What may start a screen: CUP and HVP (``ESC [ row ; col H`` / ``f``), VPA (``d``), cursor
 # up (``A``), erase display (``J``), a scroll region (``r``), reverse index (``ESC M``) and
@@ -114,25 +113,30 @@ class _Screen(pyte.Screen):
             self.redraws += 1
 
     def set_mode(self, *modes_: int, **kwargs: Any) -> None:
-        if kwargs.get("private"):
-            shifted = {mode << 5 for mode in modes_}
-            if shifted & _ALTERNATE_MODES:
-                self._enter_alternate(saves_cursor=_SAVES_CURSOR in shifted)
-            # DECCOLM would switch pyte to 132 columns; the PTY's width does not change.
-            modes_ = tuple(m for m in modes_ if (m << 5) not in _IGNORED_MODES)
-            if not modes_:
-                return
-        super().set_mode(*modes_, **kwargs)
+        if kwargs.get("private") and self._alternate_switch(modes_):
+            self._enter_alternate(saves_cursor=(1049 in modes_))
+        kept = self._kept(modes_, kwargs)
+        if kept:
+            super().set_mode(*kept, **kwargs)
 
     def reset_mode(self, *modes_: int, **kwargs: Any) -> None:
-        if kwargs.get("private"):
-            shifted = {mode << 5 for mode in modes_}
-            if shifted & _ALTERNATE_MODES:
-                self._leave_alternate(restores_cursor=_SAVES_CURSOR in shifted)
-            modes_ = tuple(m for m in modes_ if (m << 5) not in _IGNORED_MODES)
-            if not modes_:
-                return
-        super().reset_mode(*modes_, **kwargs)
+        if kwargs.get("private") and self._alternate_switch(modes_):
+            self._leave_alternate(restores_cursor=(1049 in modes_))
+        kept = self._kept(modes_, kwargs)
+        if kept:
+            super().reset_mode(*kept, **kwargs)
+
+    @staticmethod
+    def _alternate_switch(modes_: tuple[int, ...]) -> bool:
+        return any(mode << 5 in _ALTERNATE_MODES for mode in modes_)
+
+    @staticmethod
+    def _kept(modes_: tuple[int, ...], kwargs: dict[str, Any]) -> tuple[int, ...]:
+        """The modes left for pyte: not the alternate screen (handled here), nor DECCOLM,
+        which would switch pyte to 132 columns while the PTY's width stays."""
+        if not kwargs.get("private"):
+            return modes_
+        return tuple(mode for mode in modes_ if mode << 5 not in _IGNORED_MODES)
 
     def _enter_alternate(self, *, saves_cursor: bool) -> None:
         if self.alternate:
