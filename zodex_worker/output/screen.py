@@ -13,7 +13,7 @@ Not thread-safe: the session's owner serialises calls, as for :class:`SessionOut
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Any, Final
 
 import pyte
@@ -180,7 +180,10 @@ class SessionScreen:
         self._columns = columns
         self._screen: _Screen | None = None
         self._stream: _Stream | None = None
-        self._recent = ""
+        # The last reads (RECENT_CHARS and at most one read more), kept by reference: a
+        # flood's reads cost an append, not a copy.
+        self._recent: deque[str] = deque()
+        self._recent_chars = 0
         # Main-screen output since the last redraw: when to drop the emulator.
         self._plain_lines = self._plain_chars = 0
         # The screen's counts when the previous result was taken: the rule's "since".
@@ -196,12 +199,12 @@ class SessionScreen:
         """Take the decoded raw output (escapes intact) of one read."""
         if self._screen is None:
             if "\x1b" not in raw or not _DRAWS.search(raw):
-                # A flood's reads are longer than what is kept: no copy of the whole read.
-                recent = raw if len(raw) >= RECENT_CHARS else self._recent + raw
-                self._recent = recent[-RECENT_CHARS:]
+                self._remember(raw)
                 return
             self._start()
-            raw, self._recent = self._recent + raw, ""
+            raw = "".join(self._recent)[-RECENT_CHARS:] + raw
+            self._recent.clear()
+            self._recent_chars = 0
         screen, stream = self._screen, self._stream
         assert screen is not None and stream is not None
         redraws, scrolled = screen.redraws, screen.scrolled
@@ -252,6 +255,12 @@ class SessionScreen:
             alternate=screen.alternate,
             size=(self._rows, self._columns),
         )
+
+    def _remember(self, raw: str) -> None:
+        self._recent.append(raw)
+        self._recent_chars += len(raw)
+        while self._recent_chars - len(self._recent[0]) >= RECENT_CHARS:
+            self._recent_chars -= len(self._recent.popleft())
 
     def _start(self) -> None:
         self._screen = _Screen(self._columns, self._rows)
