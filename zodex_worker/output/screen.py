@@ -30,6 +30,7 @@ PLAIN_CHARS: Final = 64 * 1024
 # Output kept before the emulator starts, replayed into it: what a program that draws on
 # the main screen without clearing it first (a REPL's status line) draws over.
 RECENT_CHARS: Final = 8 * 1024
+TITLE_CHARS: Final = 200  # of a window title, at most
 # The alternate screen: xterm's private modes 47, 1047 and 1049 (pyte shifts private ones).
 _ALTERNATE_MODES: Final = frozenset({47 << 5, 1047 << 5, 1049 << 5})
 _IGNORED_MODES: Final = _ALTERNATE_MODES | {modes.DECCOLM}
@@ -101,6 +102,9 @@ class _Screen(pyte.Screen):
                     cells[x] = char.data
             rows.append("".join(cells).rstrip())
         return rows
+
+    def set_title(self, param: str) -> None:
+        super().set_title(param[:TITLE_CHARS])  # a result stays bounded whatever is sent
 
     def select_graphic_rendition(self, *attrs: int, private: bool = False) -> None:
         # ``ESC [ > 4 ; 2 m`` (xterm's modifyOtherKeys, which vim sends) is no rendition;

@@ -135,3 +135,10 @@ def test_rows_are_what_pyte_displays_wide_characters_included() -> None:
         expected.pop()
     assert list(shown.rows) == expected
     assert shown.rows[1] == "  日本語 wide" and shown.rows[3].endswith(" end") and shown.rows[4] == " of row"
+
+
+def test_a_title_is_cut_to_its_first_200_characters() -> None:
+    screen = SessionScreen(ROWS, COLS)
+    screen.feed("\x1b[?1049h\x1b]2;" + "t" * 5000 + "\x07")
+    shown = screen.take()
+    assert shown is not None and shown.title == "t" * 200
