@@ -176,6 +176,22 @@ class _Stream(pyte.Stream):
         pass  # ``ESC % G`` would turn the designations off again
 
 
+# An operating-system command (a title) left open this long drops the emulator: its parser
+# would otherwise hold every character until a terminator that may never come.
+OPEN_OSC_CHARS = 4096
+
+
+def _open_osc_after(raw: str, open_chars: int) -> int:
+    """How many characters of an unterminated OSC end ``raw`` (0: none is open)."""
+    start = max(raw.rfind("\x1b]"), raw.rfind("\x9d"))
+    end = max(raw.rfind("\x07"), raw.rfind("\x1b\\"), raw.rfind("\x9c"))
+    if start > end:
+        return len(raw) - start
+    if end >= 0:
+        return 0
+    return open_chars + len(raw) if open_chars else 0
+
+
 class SessionScreen:
     """The terminal model of one session's PTY, kept only while a program draws on it."""
 
@@ -193,6 +209,7 @@ class SessionScreen:
         # The screen's counts when the previous result was taken: the rule's "since".
         self._taken_redraws = self._taken_scrolled = 0
         self._showing = False  # the previous result showed the screen
+        self._open_osc = 0  # characters of a title sequence not yet terminated
 
     @property
     def active(self) -> bool:
@@ -216,6 +233,10 @@ class SessionScreen:
             stream.feed(raw)
         except Exception:  # the emulator must never cost the session its output
             # A sequence pyte cannot take leaves its parser dead: start afresh at the next draw.
+            self._stop()
+            return
+        self._open_osc = _open_osc_after(raw, self._open_osc)
+        if self._open_osc > OPEN_OSC_CHARS:
             self._stop()
             return
         if screen.left_alternate is not None:
@@ -275,6 +296,7 @@ class SessionScreen:
 
     def _stop(self) -> None:
         self._screen = self._stream = None
+        self._open_osc = 0
         self._plain_lines = self._plain_chars = 0
         self._taken_redraws = self._taken_scrolled = 0
         self._showing = False

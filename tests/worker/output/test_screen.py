@@ -142,3 +142,17 @@ def test_a_title_is_cut_to_its_first_200_characters() -> None:
     screen.feed("\x1b[?1049h\x1b]2;" + "t" * 5000 + "\x07")
     shown = screen.take()
     assert shown is not None and shown.title == "t" * 200
+
+
+def test_a_title_never_terminated_drops_the_emulator() -> None:
+    """pyte's parser holds an open title until its terminator: one that never comes must not
+    grow without bound (the model starts afresh at the next draw)."""
+    screen = SessionScreen(50, 200)
+    screen.feed("\x1b[?1049h\x1b]0;a title\x07")
+    assert screen.active
+    screen.feed("\x1b]2;" + "x" * 3000)
+    assert screen.active  # open, but short
+    screen.feed("y" * 2000)
+    assert not screen.active
+    screen.feed("\x1b[?1049h\x1b[Hdrawn")
+    assert screen.active and screen.take() is not None
