@@ -1,0 +1,297 @@
+"""The publisher (docs/github.md#the-publisher): the one process that holds the Apps' keys
+and GitHub tokens, running as its own account, serving the agent over a Unix socket.
+
+Every connection's peer is checked with ``SO_PEERCRED``: only the agent accounts of the
+settings are served. Every field of a request is untrusted input (``names``), and one bad
+field is one clear error with nothing done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import socket
+import socketserver
+import string
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from .api import GitHubApi, GitHubError
+from .credentials import Credentials
+from .names import (
+    BODY_LIMIT,
+    TITLE_LIMIT,
+    InputError,
+    check_ref,
+    check_repo,
+    repo_from_remote,
+    sanitize_branch_prefix,
+)
+from .relay import GIT, RelayError, authenticated, git_env, mirror_lock, refresh, run_git
+from .state import PublisherDir, PublisherSettings, StateError
+from .wire import WireError, read_line, send_line
+
+__all__ = ["Publisher", "main"]
+
+SERVICES: Final = ("git-upload-pack", "git-receive-pack")
+TICKET_LIFETIME: Final = 900
+SESSION_TIMEOUT: Final = 3600
+HOOK: Final = """#!/bin/sh
+# Written by the Zodex publisher at start: the mode check and the push to GitHub.
+exec {python} -I -m zodex_gateway.sprite.github.hook
+"""
+
+
+class Refusal(Exception):
+    """The one line the agent sees."""
+
+
+@dataclass
+class Ticket:
+    uid: int
+    repo: str
+    branch: str
+    base: str
+    title: str
+    body: str
+    draft: bool
+    expires: float
+    pushed: bool = False
+
+
+def peer_uid(conn: socket.socket) -> int:
+    _pid, uid, _gid = struct.unpack(
+        "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    )
+    return int(uid)
+
+
+def log(message: str) -> None:
+    print(f"zodex-publisher: {message}", file=sys.stderr, flush=True)
+
+
+def _text(request: dict[str, Any], name: str, default: str | None = None) -> str:
+    value = request.get(name, default)
+    if not isinstance(value, str):
+        raise Refusal(f"{name} must be a string")
+    return value
+
+
+class Publisher:
+    def __init__(self, directory: PublisherDir) -> None:
+        self.dir = directory
+        self.settings: PublisherSettings = directory.settings()
+        self.api = GitHubApi(self.settings.api_url, self.settings.web_url, directory.ca_file)
+        self.credentials = Credentials(directory, self.settings, self.api)
+        self.tickets: dict[str, Ticket] = {}
+        self.lock = threading.Lock()
+        self.handlers: dict[str, Callable[[socket.socket, int, dict[str, Any]], dict[str, Any] | None]] = {
+            "git": self.git,
+            "publish-pr": self.publish_pr,
+            "open-pr": self.open_pr,
+        }
+        directory.hooks.mkdir(mode=0o700, exist_ok=True)
+        hook = directory.hooks / "pre-receive"
+        hook.write_text(HOOK.format(python=sys.executable))
+        hook.chmod(0o700)
+
+    def handle(self, conn: socket.socket) -> None:
+        uid = peer_uid(conn)
+        try:
+            if uid not in self.settings.agent_uids:
+                raise Refusal(f"uid {uid} may not use the Zodex publisher")
+            request = read_line(conn)
+            op = request.get("op")
+            handler = self.handlers.get(op) if isinstance(op, str) else None
+            if handler is None:
+                raise Refusal(f"unknown op {str(op)[:40]!r}")
+            answer = handler(conn, uid, request)
+            if answer is not None:
+                send_line(conn, {"ok": True, **answer})
+        except (Refusal, InputError, WireError, GitHubError, RelayError, StateError) as exc:
+            log(f"uid {uid}: refused: {exc}")
+            try:
+                send_line(conn, {"ok": False, "error": str(exc)})
+            except OSError:
+                pass
+
+    # --- git through a mirror --------------------------------------------------------------
+
+    def git(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> None:
+        service = _text(request, "service")
+        if service not in SERVICES:
+            raise Refusal(f"unsupported git service {service[:40]!r}")
+        url = _text(request, "url")
+        repo = repo_from_remote(url)
+        if repo is None:
+            raise Refusal(f"not a github.com repository URL: {url[:200]!r}")
+        only = self._ticket_branch(uid, repo, request, service)
+        with mirror_lock(self.dir.mirrors, repo) as mirror:
+            self._refresh(mirror, repo)
+            send_line(conn, {"ok": True, "repo": repo})
+            env = git_env(self.dir.path)
+            if service == "git-upload-pack":
+                argv = [GIT, "upload-pack", "--strict", str(mirror)]
+            else:
+                argv = [GIT, "-c", f"core.hooksPath={self.dir.hooks}",
+                        "-c", f"receive.maxInputSize={self.settings.max_push_bytes}",
+                        "-c", "receive.fsckObjects=true", "-c", "receive.denyDeleteCurrent=false",
+                        "receive-pack", str(mirror)]  # fmt: skip
+                env |= {"ZODEX_PUBLISHER_DIR": str(self.dir.path), "ZODEX_PUSH_REPO": repo}
+                if only:
+                    env["ZODEX_PUSH_ONLY"] = f"refs/heads/{only.branch}"
+            started = time.monotonic()
+            process = subprocess.Popen(
+                argv, stdin=conn.fileno(), stdout=conn.fileno(), stderr=subprocess.PIPE, env=env
+            )
+            try:
+                _, stderr = process.communicate(timeout=SESSION_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                _, stderr = process.communicate()
+            took = time.monotonic() - started
+            log(f"uid {uid}: {service} {repo}: exit {process.returncode} in {took:.2f}s")
+            if stderr.strip():
+                log(f"uid {uid}: {service} {repo}: {stderr.decode(errors='replace').strip()[-500:]}")
+            if only is not None and process.returncode == 0:
+                refs = run_git(
+                    ["--git-dir", str(mirror), "for-each-ref", f"refs/heads/{only.branch}"], self.dir.path
+                )
+                only.pushed = bool(refs.strip())
+
+    def _refresh(self, mirror: Path, repo: str) -> None:
+        token = self.credentials.reader()
+        try:
+            default_branch = str(self.api.repo(token, repo)["default_branch"])
+        except GitHubError as exc:
+            raise Refusal(f"repository {repo} is not reachable with the reader App: {exc}") from None
+        check_ref(f"refs/heads/{default_branch}")
+        with authenticated(self.dir.scratch, self.settings.web_url, token, self.dir.ca_file) as config:
+            refresh(mirror, self.dir.path, config, f"{self.settings.web_url}/{repo}.git", default_branch)
+
+    def _ticket_branch(self, uid: int, repo: str, request: dict[str, Any], service: str) -> Ticket | None:
+        if "ticket" not in request:
+            return None
+        if service != "git-receive-pack":
+            raise Refusal("a publish ticket is for a push")
+        ticket = self._ticket(uid, _text(request, "ticket"))
+        if ticket.repo != repo:
+            raise Refusal(f"the publish ticket is for {ticket.repo}, not {repo}")
+        return ticket
+
+    def _ticket(self, uid: int, value: str) -> Ticket:
+        with self.lock:
+            now = time.time()
+            for stale in [key for key, ticket in self.tickets.items() if ticket.expires <= now]:
+                del self.tickets[stale]
+            ticket = self.tickets.get(value)
+        if ticket is None or ticket.uid != uid:
+            raise Refusal("the publish ticket is unknown or expired; run publish-pr again")
+        return ticket
+
+    # --- publish-pr ----------------------------------------------------------------------------
+
+    def publish_pr(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> dict[str, Any]:
+        repo = check_repo(_text(request, "repo"))
+        title = _text(request, "title")
+        body = _text(request, "body", "")
+        base = _text(request, "base", "") or self.settings.default_base
+        draft = request.get("draft", False)
+        if not title.strip():
+            raise Refusal("PR title cannot be empty")
+        if len(title) > TITLE_LIMIT:
+            raise Refusal(f"PR title exceeds limit ({len(title)} > {TITLE_LIMIT})")
+        if len(body) > BODY_LIMIT:
+            raise Refusal(f"PR body exceeds limit ({len(body)} > {BODY_LIMIT})")
+        if not isinstance(draft, bool):
+            raise Refusal("draft must be true or false")
+        check_ref(f"refs/heads/{base}")
+        try:
+            self.credentials.writer(repo)
+        except GitHubError as exc:
+            raise Refusal(f"repo is not covered by the writer App's installation: {repo} ({exc})") from None
+        suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+        branch = f"{sanitize_branch_prefix(self.settings.branch_prefix)}/{int(time.time())}-{suffix}"
+        value = secrets.token_urlsafe(24)
+        with self.lock:
+            self.tickets[value] = Ticket(
+                uid, repo, branch, base, title, body, draft, time.time() + TICKET_LIFETIME
+            )
+        log(f"uid {uid}: publish-pr {repo}: branch {branch}")
+        return {"ticket": value, "repo": repo, "branch": branch, "base": base}
+
+    def open_pr(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> dict[str, Any]:
+        value = _text(request, "ticket")
+        ticket = self._ticket(uid, value)
+        if not ticket.pushed:
+            raise Refusal(f"branch {ticket.branch} was not pushed; run publish-pr again")
+        with self.lock:
+            self.tickets.pop(value, None)
+        pull = self.api.create_pull(
+            self.credentials.writer(ticket.repo),
+            ticket.repo,
+            head=ticket.branch,
+            base=ticket.base,
+            title=ticket.title,
+            body=ticket.body,
+            draft=ticket.draft,
+        )
+        log(f"uid {uid}: publish-pr {ticket.repo}: pull #{pull.get('number')}")
+        return {
+            "repo": ticket.repo,
+            "url": str(pull.get("html_url", "")),
+            "number": int(pull.get("number", 0)),
+            "branch": ticket.branch,
+            "base": ticket.base,
+            "draft": bool(pull.get("draft", ticket.draft)),
+        }
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    publisher: Publisher
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        server: _Server = self.server  # type: ignore[assignment]
+        server.publisher.handle(self.request)
+
+
+def serve(directory: Path, socket_path: Path, ready: Callable[[], None] | None = None) -> None:
+    publisher = Publisher(PublisherDir(directory))
+    socket_path.unlink(missing_ok=True)
+    server = _Server(str(socket_path), _Handler)
+    server.publisher = publisher
+    # Anyone may connect; SO_PEERCRED decides who is served.
+    os.chmod(socket_path, 0o666)
+    log(f"listening on {socket_path}")
+    if ready is not None:
+        ready()
+    server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="zodex-publisher", description="The Zodex GitHub publisher.")
+    parser.add_argument("--dir", type=Path, required=True, help="the publisher's 0700 directory")
+    parser.add_argument("--socket", type=Path, required=True, help="the Unix socket the agent connects to")
+    args = parser.parse_args(argv)
+    os.umask(0o077)
+    try:
+        serve(args.dir, args.socket)
+    except (StateError, OSError) as exc:
+        log(f"cannot start: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
