@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from mcp.client.session import ClientSession
 from tests.sprite.serve.sprite_support import Sprite, sprite_setup, tool_json
 from tests.support.accounts import Account, throwaway_account
 from tests.support.github_standin import App, GitHub, github_standin
+from tests.support.slowdown import scaled
 from tests.support.waiting import wait_until
 from zodex_gateway.sprite.github.provision import (
     configure_agent_git,
@@ -63,6 +65,7 @@ class Rig:
             "publisher_client_id": self.writer.client_id,
             "agent_uids": [self.sprite.agent.uid],
             "default_base": "main",
+            "max_push_bytes": 2 * 1024 * 1024,
         }
 
     def start_publisher(self) -> None:
@@ -75,7 +78,8 @@ class Rig:
             stderr=subprocess.PIPE,
             cwd="/",
         )
-        threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, args=(self.process,), daemon=True)
+        self._drainer.start()
         wait_until(self._listening, timeout=30, what="the publisher's socket")
 
     def _drain(self, process: subprocess.Popen[bytes]) -> None:
@@ -95,9 +99,14 @@ class Rig:
         return int(done.stdout.split()[0])
 
     def stop_publisher(self) -> None:
-        if self.process is not None and self.process.poll() is None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=30)
+        self._drainer.join(timeout=10)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
 
 
 @contextlib.contextmanager
@@ -144,10 +153,18 @@ def github_sprite() -> Iterator[Rig]:
             rig.stop_publisher()
 
 
-async def run(mcp: ClientSession, cmd: str, workdir: str) -> tuple[int, str]:
-    """One command as the model would send it, waited for to the end."""
+async def run(mcp: ClientSession, cmd: str, workdir: str, limit: float = 300) -> tuple[int, str]:
+    """One command as the model would send it, polled with write_stdin until it ends."""
+    deadline = time.monotonic() + scaled(limit)
     result = tool_json(
-        await mcp.call_tool("exec_command", {"cmd": cmd, "workdir": workdir, "yield_time_ms": 60000})
+        await mcp.call_tool("exec_command", {"cmd": cmd, "workdir": workdir, "yield_time_ms": 20000})
     )
-    assert "exit_code" in result, f"{cmd!r} still running after 60 s: {result}"
-    return int(result["exit_code"]), str(result["output"])
+    output = str(result["output"])
+    while result["status"] == "running":
+        assert time.monotonic() < deadline, f"{cmd!r} still running: {output[-2000:]}"
+        handle = result["session_handle"]
+        result = tool_json(
+            await mcp.call_tool("write_stdin", {"session_handle": handle, "yield_time_ms": 20000})
+        )
+        output += str(result["output"])
+    return int(result["exit_code"]), output

@@ -4,13 +4,20 @@ agent never holds a token."""
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import shutil
+import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.sprite.github.github_support import Rig, github_sprite, run
+from tests.sprite.github.github_support import REPOS, Rig, github_sprite, run
 from tests.support.accounts import require_root
+from zodex_gateway.sprite.github.state import YoloState
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +122,131 @@ async def test_publish_pr_refuses_a_dirty_worktree_a_wrong_origin_and_bad_fields
             code, output = await run(mcp, command, workspace)
             assert code != 0 and message in output, (command, output)
     assert len(rig.hub.pulls) == pulls and rig.hub.refs("acme/widgets") == refs
+
+
+async def test_yolo_for_one_repo_allows_branch_tag_delete_and_force_push_and_nothing_else(rig: Rig) -> None:
+    workspace = str(rig.sprite.workspace)
+    rig.state.write_yolo(YoloState(repos={"acme/widgets": time.time() + 3600}), rig.owner)
+    try:
+        async with rig.sprite.mcp() as mcp:
+            script = (
+                "git clone -q https://github.com/acme/widgets yolo && cd yolo"
+                " && git commit -q --allow-empty -m one && git push -q origin HEAD:refs/heads/yolo-branch"
+                " && git tag v1 && git push -q origin v1"
+                " && git commit -q --amend --allow-empty -m rewritten && git push -q --force origin HEAD:refs/heads/yolo-branch"
+                " && git rev-parse HEAD"
+            )
+            code, output = await run(mcp, script, workspace)
+            assert code == 0, output
+            rewritten = output.strip().splitlines()[-1]
+            refs = rig.hub.refs("acme/widgets")
+            assert refs["refs/heads/yolo-branch"] == rewritten and "refs/tags/v1" in refs
+            code, output = await run(mcp, "git push -q origin :refs/heads/yolo-branch", f"{workspace}/yolo")
+            assert code == 0, output
+            assert "refs/heads/yolo-branch" not in rig.hub.refs("acme/widgets")
+            code, output = await run(
+                mcp,
+                "git clone -q https://github.com/acme/gadgets other && cd other && git commit -q --allow-empty -m x"
+                " && git push origin HEAD:refs/heads/nope",
+                workspace,
+            )
+            assert code != 0 and "GitHub YOLO mode is not active for repo acme/gadgets" in output, output
+            assert "refs/heads/nope" not in rig.hub.refs("acme/gadgets")
+            rig.state.write_yolo(YoloState(repos={"acme/widgets": time.time() - 1}), rig.owner)
+            code, output = await run(mcp, "cd yolo && git push origin HEAD:refs/heads/late", workspace)
+            assert code != 0 and "GitHub YOLO mode has expired" in output, output
+            assert "refs/heads/late" not in rig.hub.refs("acme/widgets")
+    finally:
+        rig.state.write_yolo(YoloState(), rig.owner)
+
+
+async def test_hostile_requests_on_the_socket_are_refused_with_nothing_changed(rig: Rig) -> None:
+    script = Path(__file__).with_name("raw_client.py")
+    copy = rig.sprite.workspace / "raw_client.py"
+    shutil.copy(script, copy)
+    os.chown(copy, rig.sprite.agent.uid, rig.sprite.agent.gid)
+    before = {repo: rig.hub.refs(repo) for repo in REPOS}
+    rig.state.write_yolo(YoloState(repos={"acme/widgets": None}), rig.owner)
+    raw = f"python3 {copy} {rig.socket}"
+    lines = {
+        "not json": "line is not JSON",
+        "[1, 2]": "line is not a JSON object",
+        '{"op": "nope"}': "unknown op 'nope'",
+        '{"op": "git", "service": "git-upload-archive", "url": "https://github.com/acme/widgets"}': "unsupported git service",
+        '{"op": "git", "service": "git-upload-pack", "url": "https://github.com/acme/../etc"}': "not a github.com repository URL",
+        '{"op": "git", "service": "git-upload-pack", "url": "https://evil.example/acme/widgets"}': "not a github.com repository URL",
+        '{"op": "git", "service": "git-upload-pack", "url": "https://x:y@github.com/acme/widgets"}': "not a github.com repository URL",
+        '{"op": "git", "service": "git-receive-pack", "url": "https://github.com/acme/widgets", "ticket": "forged"}':
+            "the publish ticket is unknown or expired",
+        '{"op": "open-pr", "ticket": "forged"}': "the publish ticket is unknown or expired",
+        '{"op": "publish-pr", "repo": "acme/widgets", "title": 5}': "title must be a string",
+        '{"op": "publish-pr", "repo": "acme/widgets", "title": "t", "draft": "yes"}': "draft must be true or false",
+        '{"op": "publish-pr", "repo": "other/thing", "title": "t"}': "repo is not covered by the writer App's installation",
+    }  # fmt: skip
+    try:
+        async with rig.sprite.mcp() as mcp:
+            for line, message in lines.items():
+                code, output = await run(mcp, f"{raw} line {shlex.quote(line)}", "/")
+                assert '"ok":false' in output and message in output, (line, output)
+            code, output = await run(mcp, f"{raw} line \"$(head -c 70000 /dev/zero | tr '\\0' a)\"", "/")
+            assert "line longer than 65536 bytes" in output, output
+            for ref in ("refs/heads/../x", "refs/heads/a\\\\b", "refs/heads/x/", "HEAD"):
+                code, output = await run(mcp, f"{raw} push acme/widgets {shlex.quote(ref)}", "/")
+                assert "ng " in output or "error" in output, (ref, output)
+                assert "ok refs" not in output, (ref, output)
+            # An oversized push: more than the 2 MiB max_push_bytes of these settings.
+            code, output = await run(
+                mcp,
+                "git clone -q https://github.com/acme/widgets big && cd big && head -c 3000000 /dev/urandom > blob"
+                " && git add blob && git commit -qm big && git push origin HEAD:refs/heads/big",
+                str(rig.sprite.workspace),
+            )
+            assert code != 0 and "too large" in output, output
+    finally:
+        rig.state.write_yolo(YoloState(), rig.owner)
+    assert {repo: rig.hub.refs(repo) for repo in REPOS} == before
+    assert any("refused" in line for line in rig.log)
+
+
+async def test_no_other_account_is_served(rig: Rig) -> None:
+    done = subprocess.run(
+        ["/usr/sbin/runuser", "-u", rig.sprite.service.name, "--", "python3", "-c",
+         "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]);"
+         " s.sendall(b'{\"op\":\"open-pr\",\"ticket\":\"x\"}\\n'); print(s.recv(4096).decode())", str(rig.socket)],
+        capture_output=True, text=True, check=False, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert f"uid {rig.sprite.service.uid} may not use the Zodex publisher" in done.stdout, done
+
+
+async def test_the_agent_finds_no_key_or_token_anywhere(rig: Rig) -> None:
+    secrets = [
+        rig.reader.private_key.decode().splitlines()[1],
+        rig.writer.private_key.decode().splitlines()[1],
+    ]
+    async with rig.sprite.mcp() as mcp:
+        # Make the publisher mint and use tokens first.
+        code, output = await run(
+            mcp, "git clone -q https://github.com/acme/widgets leak && echo cloned", str(rig.sprite.workspace)
+        )
+        assert code == 0, output
+        pid = rig.publisher_pid()
+        probes = [
+            f"cat {rig.directory}/*.pem {rig.directory}/settings.json",
+            f"ls -la {rig.directory}; ls -la {rig.directory}/scratch",
+            f"grep -r -s . {rig.directory} {rig.socket.parent}",
+            f"cat /proc/{pid}/environ; tr '\\0' ' ' < /proc/{pid}/cmdline; cat /proc/{pid}/maps",
+            f"ls -l /proc/{pid}/fd; cat /proc/{pid}/mem",
+            "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; tr '\\0' ' ' < /proc/*/cmdline 2>/dev/null",
+            "env; git config --list --show-origin; cat ~/.gitconfig ~/.git-credentials ~/.config/git/credentials",
+            "grep -r -s -I . ~ /etc/zodex 2>/dev/null | head -c 2000000",
+            f"grep -r -s -I . {rig.sprite.workspace} | head -c 2000000",
+            "ls ~/.cache ~/.config 2>&1; GIT_TERMINAL_PROMPT=0 git credential fill <<< $'protocol=https\\nhost=github.com\\n'",
+        ]
+        for probe in probes:
+            _, output = await run(mcp, probe, str(rig.sprite.workspace))
+            for token in rig.hub.tokens:
+                assert token not in output, probe
+            for secret in secrets:
+                assert secret not in output, probe
+            assert "x-access-token" not in output and "ghs_" not in output, (probe, output[-500:])
+        assert rig.hub.tokens, "the publisher minted no token: the probes proved nothing"

@@ -136,7 +136,7 @@ class Publisher:
         only = self._ticket_branch(uid, repo, request, service)
         with mirror_lock(self.dir.mirrors, repo) as mirror:
             self._refresh(mirror, repo)
-            send_line(conn, {"ok": True, "repo": repo})
+            send_line(conn, {"ok": True, "repo": repo, "max_push_bytes": self.settings.max_push_bytes})
             env = git_env(self.dir.path)
             if service == "git-upload-pack":
                 argv = [GIT, "upload-pack", "--strict", str(mirror)]

@@ -30,9 +30,17 @@ def _command() -> str:
             raise PublisherUnavailable("git sent an overlong helper command")
 
 
-def _pump_stdin(sock: socket.socket) -> None:
+def _pump_stdin(sock: socket.socket, limit: int) -> None:
+    sent = 0
     try:
         while chunk := os.read(0, CHUNK):
+            sent += len(chunk)
+            if limit and sent > limit:
+                # The publisher's receive-pack enforces the limit; this says so plainly
+                # instead of git's "unpack-objects abnormal exit".
+                print(f"fatal: zodex: the push is too large (more than {limit} bytes, the publisher's limit)",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                break
             sock.sendall(chunk)
     except OSError:
         pass
@@ -43,12 +51,15 @@ def _pump_stdin(sock: socket.socket) -> None:
             pass
 
 
-def relay(sock: socket.socket) -> None:
-    threading.Thread(target=_pump_stdin, args=(sock,), daemon=True).start()
-    while chunk := sock.recv(CHUNK):
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(1, view) :]
+def relay(sock: socket.socket, limit: int) -> None:
+    threading.Thread(target=_pump_stdin, args=(sock, limit), daemon=True).start()
+    try:
+        while chunk := sock.recv(CHUNK):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(1, view) :]
+    except OSError:
+        pass  # the publisher hung up: git reports what it lacks
 
 
 def main() -> int:
@@ -67,10 +78,11 @@ def main() -> int:
                 message = {"op": "git", "service": service, "url": url}
                 if ticket := os.environ.get("ZODEX_PUBLISH_TICKET"):
                     message["ticket"] = ticket
-                exchange(sock, message)
+                answer = exchange(sock, message)
                 os.write(1, b"\n")
+                limit = answer.get("max_push_bytes", 0) if service == "git-receive-pack" else 0
                 with sock:
-                    relay(sock)
+                    relay(sock, limit if isinstance(limit, int) else 0)
                 return 0
             elif command == "":
                 return 0
