@@ -17,6 +17,8 @@ import pytest
 
 from tests.sprite.github.github_support import REPOS, Rig, github_sprite, run
 from tests.support.accounts import require_root
+from tests.support.slowdown import scaled
+from tests.support.waiting import wait_until
 from zodex_gateway.sprite.github.state import YoloState
 
 
@@ -250,3 +252,84 @@ async def test_the_agent_finds_no_key_or_token_anywhere(rig: Rig) -> None:
                 assert secret not in output, probe
             assert "x-access-token" not in output and "ghs_" not in output, (probe, output[-500:])
         assert rig.hub.tokens, "the publisher minted no token: the probes proved nothing"
+
+
+def _field(output: str, name: str) -> str:
+    return next(line.split(": ", 1)[1] for line in output.splitlines() if line.startswith(f"{name}: "))
+
+
+async def test_request_push_approved_then_expired_then_revoked(rig: Rig) -> None:
+    workspace = str(rig.sprite.workspace)
+    async with rig.sprite.mcp() as mcp:
+        code, output = await run(
+            mcp, "git clone -q https://github.com/acme/gadgets granted && cd granted && git commit -q --allow-empty -m g",
+            workspace,
+        )  # fmt: skip
+        assert code == 0, output
+        code, output = await run(
+            mcp, "zodex-agent github request-push --repo acme/gadgets --ttl 8s", workspace
+        )
+        assert code == 0 and output.startswith("request-push: pending"), output
+        assert _field(output, "verification-uri") == f"{rig.hub.url}/login/device"
+        user_code = _field(output, "user-code")
+        code, output = await run(mcp, "zodex-agent github list-grants", workspace)
+        assert f"request: acme/gadgets state=pending user-code={user_code}" in output, output
+        rig.hub.approve(user_code, {"acme/gadgets"})
+        wait_until(
+            lambda: rig.state.grant("acme/gadgets", time.time()) is not None, timeout=30, what="the grant"
+        )
+        code, output = await run(mcp, "zodex-agent github list-grants", workspace)
+        assert (
+            "grants: 1" in output
+            and "grant: acme/gadgets state=active" in output
+            and "source=agent" in output
+        )
+        code, output = await run(mcp, "git push -q origin HEAD:refs/heads/granted", f"{workspace}/granted")
+        assert code == 0, output
+        assert "refs/heads/granted" in rig.hub.refs("acme/gadgets")
+        grant = rig.state.grant("acme/gadgets", time.time())
+        assert grant is not None and grant.token.startswith("ghu_") and grant.expires_at is not None
+        # The TTL passes: the grant no longer pushes.
+        wait_until(lambda: time.time() > grant.expires_at + 0.5, timeout=30, what="the grant's TTL")  # type: ignore[operator]
+        code, output = await run(mcp, "git push origin HEAD:refs/heads/late-grant", f"{workspace}/granted")
+        assert code != 0 and "GitHub push grant for acme/gadgets has expired" in output, output
+        assert "refs/heads/late-grant" not in rig.hub.refs("acme/gadgets")
+        code, output = await run(mcp, "zodex-agent github revoke-push --repo acme/gadgets", workspace)
+        assert code == 0 and "revoke-push: revoked" in output, output
+        assert rig.state.grants() == []
+        code, output = await run(mcp, "git push origin HEAD:refs/heads/late-grant", f"{workspace}/granted")
+        assert code != 0 and "direct push is not enabled" in output, output
+
+
+async def test_a_denied_or_expired_request_grants_nothing(rig: Rig) -> None:
+    workspace = str(rig.sprite.workspace)
+    async with rig.sprite.mcp() as mcp:
+        codes = []
+        for repo in ("acme/widgets", "acme/gadgets"):
+            code, output = await run(mcp, f"zodex-agent github request-push --repo {repo}", workspace)
+            assert code == 0, output
+            codes.append(_field(output, "user-code"))
+        rig.hub.deny(codes[0])
+        rig.hub.expire(codes[1])
+
+        async def listed() -> str:
+            return (await run(mcp, "zodex-agent github list-grants", workspace))[1]
+
+        deadline = time.monotonic() + scaled(30)
+        output = await listed()
+        while not ("state=denied" in output and "state=expired" in output) and time.monotonic() < deadline:
+            output = await listed()  # the publisher polls GitHub at its interval (1 s here)
+        assert "request: acme/widgets state=denied" in output and "authorization was cancelled" in output, (
+            output
+        )
+        assert "request: acme/gadgets state=expired" in output, output
+        assert "grants: 0" in output
+        for bad, message in {
+            "--repo nope": "repo must be in owner/repo form",
+            "--repo acme/widgets --ttl 0m": "TTL must be greater than zero",
+            "--repo acme/widgets --ttl 10y": "unsupported TTL unit `y`",
+            "--repo other/thing": "repo is not covered by the writer App's installation",
+        }.items():
+            code, output = await run(mcp, f"zodex-agent github request-push {bad}", workspace)
+            assert code != 0 and message in output, (bad, output)
+    assert rig.state.grants() == []

@@ -13,7 +13,9 @@ import click
 
 from .checkout import CheckoutError, check_checkout
 from .client import PublisherUnavailable, request
+from .grants import grant_lines, when
 from .names import BODY_LIMIT, TITLE_LIMIT, InputError, check_repo
+from .state import StateError, parse_ttl
 
 __all__ = ["main"]
 
@@ -74,6 +76,59 @@ def publish_pr(repo: str, title: str, base: str, body: str, draft: bool) -> None
     for name in ("repo", "url", "number", "branch", "base"):
         click.echo(f"{name}: {made[name]}")
     click.echo(f"draft: {'true' if made['draft'] else 'false'}")
+
+
+@github.command("request-push")
+@click.option("--repo", required=True, help="owner/repo")
+@click.option(
+    "--ttl", default="30m", show_default=True, help="How long pushes work once approved: 30m, 2h, 1d."
+)
+@click.option("--no-ttl", is_flag=True, help="Until revoked.")
+def request_push(repo: str, ttl: str, no_ttl: bool) -> None:
+    """Ask a person, through GitHub's Device Flow, to let pushes to REPO work for a while."""
+    try:
+        check_repo(repo)
+        seconds = None if no_ttl else parse_ttl(ttl)
+        asked = request({"op": "request-push", "repo": repo, "ttl_seconds": seconds})
+    except (InputError, StateError, PublisherUnavailable) as exc:
+        _fail(str(exc))
+        return
+    click.echo("request-push: pending")
+    click.echo(f"repo: {asked['repo']}")
+    click.echo(f"verification-uri: {asked['verification_uri']}")
+    click.echo(f"user-code: {asked['user_code']}")
+    click.echo(f"code-expires-at: {when(asked['expires_at'])}")
+    click.echo(f"ttl: {'none' if seconds is None else ttl}")
+    click.echo(
+        "next: ask a person to open verification-uri and enter user-code; once they approve, git push to "
+        f"{repo} works (zodex-agent github list-grants shows it)"
+    )
+
+
+@github.command("list-grants")
+def list_grants() -> None:
+    """Push grants (never their tokens) and requests still waiting for a person."""
+    try:
+        found = request({"op": "list-grants"})
+    except PublisherUnavailable as exc:
+        _fail(str(exc))
+        return
+    for line in grant_lines(found["grants"], found["requests"]):
+        click.echo(line)
+
+
+@github.command("revoke-push")
+@click.option("--repo", required=True, help="owner/repo")
+def revoke_push(repo: str) -> None:
+    """End the push grant for REPO (and a request still waiting)."""
+    try:
+        check_repo(repo)
+        done = request({"op": "revoke-push", "repo": repo})
+    except (InputError, PublisherUnavailable) as exc:
+        _fail(str(exc))
+        return
+    click.echo(f"revoke-push: {'revoked' if done['revoked'] else 'no grant'}")
+    click.echo(f"repo: {repo}")
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from .api import GitHubApi, GitHubError
 from .credentials import Credentials
+from .device import DeviceCode, poll_for_token, start
 from .names import (
     BODY_LIMIT,
     TITLE_LIMIT,
@@ -36,7 +37,7 @@ from .names import (
     sanitize_branch_prefix,
 )
 from .relay import GIT, RelayError, authenticated, git_env, mirror_lock, refresh, run_git
-from .state import PublisherDir, PublisherSettings, StateError
+from .state import MAX_TTL_SECONDS, Grant, PublisherDir, PublisherSettings, StateError
 from .wire import WireError, read_line, send_line
 
 __all__ = ["Publisher", "main"]
@@ -52,6 +53,17 @@ exec {python} -I -m zodex_gateway.sprite.github.hook
 
 class Refusal(Exception):
     """The one line the agent sees."""
+
+
+@dataclass
+class Pending:
+    """A push grant asked for and not yet approved, denied or expired."""
+
+    uid: int
+    code: DeviceCode
+    ttl: int | None
+    state: str = "pending"  # pending, approved, denied, expired, failed
+    error: str = ""
 
 
 @dataclass
@@ -97,7 +109,11 @@ class Publisher:
             "git": self.git,
             "publish-pr": self.publish_pr,
             "open-pr": self.open_pr,
+            "request-push": self.request_push,
+            "list-grants": self.list_grants,
+            "revoke-push": self.revoke_push,
         }
+        self.pending: dict[str, Pending] = {}
         directory.hooks.mkdir(mode=0o700, exist_ok=True)
         hook = directory.hooks / "pre-receive"
         hook.write_text(HOOK.format(python=sys.executable))
@@ -253,6 +269,78 @@ class Publisher:
             "base": ticket.base,
             "draft": bool(pull.get("draft", ticket.draft)),
         }
+
+    # --- push grants ----------------------------------------------------------------------------
+
+    def request_push(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> dict[str, Any]:
+        repo = check_repo(_text(request, "repo"))
+        ttl = request.get("ttl_seconds")
+        if ttl is not None and (
+            isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 < ttl <= MAX_TTL_SECONDS
+        ):
+            raise Refusal(
+                f"ttl_seconds must be a whole number of seconds from 1 to {MAX_TTL_SECONDS}, or null"
+            )
+        try:
+            self.credentials.writer(repo)
+        except GitHubError as exc:
+            raise Refusal(f"repo is not covered by the writer App's installation: {repo} ({exc})") from None
+        with self.lock:
+            waiting = self.pending.get(repo)
+            if waiting is not None and waiting.state == "pending" and waiting.code.expires_at > time.time():
+                code = waiting.code  # one person, one code: the same request again shows it again
+            else:
+                code = start(self.api, self.settings.publisher_client_id)
+                self.pending[repo] = waiting = Pending(uid, code, ttl)
+                threading.Thread(target=self._await_grant, args=(repo, waiting), daemon=True).start()
+        log(f"uid {uid}: request-push {repo}: device code issued")
+        return {"repo": repo, "verification_uri": code.verification_uri, "user_code": code.user_code,
+                "expires_at": code.expires_at, "ttl_seconds": waiting.ttl}  # fmt: skip
+
+    def _await_grant(self, repo: str, waiting: Pending) -> None:
+        try:
+            token = poll_for_token(self.api, self.settings.publisher_client_id, waiting.code)
+        except GitHubError as exc:
+            waiting.state = (
+                "expired" if "expired" in str(exc) else "denied" if "cancelled" in str(exc) else "failed"
+            )
+            waiting.error = str(exc)
+            log(f"request-push {repo}: {exc}")
+            return
+        if self.pending.get(repo) is not waiting:
+            return  # revoked while a person was approving it
+        now = time.time()
+        grant = Grant(repo, token, now, None if waiting.ttl is None else now + waiting.ttl, "agent")
+        self.dir.write_grant(grant, (os.getuid(), os.getgid()))
+        waiting.state = "approved"
+        log(f"request-push {repo}: approved; push grant until {grant.expires_at or 'revoked'}")
+
+    def list_grants(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> dict[str, Any]:
+        now = time.time()
+        grants = [
+            {
+                "repo": g.repo,
+                "state": "active" if g.live(now) else "expired",
+                "expires_at": g.expires_at,
+                "source": g.source,
+            }
+            for g in self.dir.grants()
+        ]
+        with self.lock:
+            requests = [
+                {"repo": repo, "state": p.state, "user_code": p.code.user_code, "error": p.error}
+                for repo, p in sorted(self.pending.items())
+                if p.state != "approved"
+            ]
+        return {"grants": grants, "requests": requests}
+
+    def revoke_push(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> dict[str, Any]:
+        repo = check_repo(_text(request, "repo"))
+        with self.lock:
+            asked = self.pending.pop(repo, None)
+        removed = self.dir.remove_grant(repo)
+        log(f"uid {uid}: revoke-push {repo}: {'revoked' if removed else 'no grant'}")
+        return {"repo": repo, "revoked": removed is not None or asked is not None}
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
