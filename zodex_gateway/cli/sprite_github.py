@@ -106,3 +106,43 @@ def status(config_path: Path | None) -> None:
 
     for line in status_lines(load_github(_config_path(config_path))):
         click.echo(line)
+
+
+@github.command("grant-push")
+@_config_option
+@click.option("--repo", required=True, help="owner/repo")
+@click.option("--ttl", default="30m", show_default=True, help="How long: 30m, 2h, 1d.")
+@click.option("--no-ttl", is_flag=True, help="Until revoked.")
+@_one_line_errors
+def grant_push(config_path: Path | None, repo: str, ttl: str, no_ttl: bool) -> None:
+    """Grant pushes to REPO: GitHub's Device Flow, approved by a person, waited for here."""
+    from zodex_gateway.sprite.github.operator import grant_push as granting
+    from zodex_gateway.sprite.github.operator import load_github
+
+    seconds = _ttl(ttl, no_ttl)
+    for line in granting(load_github(_config_path(config_path)), repo, seconds, click.echo):
+        click.echo(line)
+
+
+@github.command("revoke-push")
+@_config_option
+@click.option("--repo", required=True, help="owner/repo")
+@_one_line_errors
+def revoke_push(config_path: Path | None, repo: str) -> None:
+    """End the push grant for REPO."""
+    from zodex_gateway.sprite.github.operator import load_github
+    from zodex_gateway.sprite.github.operator import revoke_push as revoking
+
+    for line in revoking(load_github(_config_path(config_path)), repo):
+        click.echo(line)
+
+
+@github.command("list-grants")
+@_config_option
+@_one_line_errors
+def list_grants(config_path: Path | None) -> None:
+    """Push grants, without their tokens."""
+    from zodex_gateway.sprite.github.operator import list_grant_lines, load_github
+
+    for line in list_grant_lines(load_github(_config_path(config_path))):
+        click.echo(line)

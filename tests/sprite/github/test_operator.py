@@ -206,3 +206,24 @@ async def test_setup_then_the_model_clones_publishes_and_pushes_under_yolo(opera
             assert default.returncode == 0 and "github-mode: default" in default.stdout
             code, output = await run(mcp, "git push origin HEAD:refs/heads/after", f"{workspace}/widgets")
             assert code != 0 and "direct push is not enabled" in output, output
+            # The operator's grant: Device Flow approved by a person, then the model's push works.
+            granting = subprocess.Popen(
+                [ZODEX, "sprite", "github", "grant-push", "--config", str(operator.sprite.config),
+                 "--repo", "acme/widgets", "--ttl", "10m"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            assert granting.stdout is not None
+            first = [granting.stdout.readline(), granting.stdout.readline()]
+            assert first[0].startswith("verification-uri: "), first
+            operator.hub.approve(first[1].removeprefix("user-code: ").strip(), {"acme/widgets"})
+            rest, errors = granting.communicate(timeout=60)
+            assert granting.returncode == 0 and "grant-push: active" in rest, (rest, errors)
+            listed = operator.zodex("list-grants")
+            assert "grant: acme/widgets state=active" in listed.stdout and "source=operator" in listed.stdout
+            assert "ghu_" not in listed.stdout
+            code, output = await run(mcp, "git push -q origin HEAD:refs/heads/after", f"{workspace}/widgets")
+            assert code == 0, output
+            revoked = operator.zodex("revoke-push", "--repo", "acme/widgets")
+            assert "revoke-push: revoked" in revoked.stdout
+            code, output = await run(mcp, "git push origin HEAD:refs/heads/after2", f"{workspace}/widgets")
+            assert code != 0 and "direct push is not enabled" in output, output

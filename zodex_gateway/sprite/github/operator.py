@@ -26,10 +26,22 @@ from zodex_gateway.sprite.settings import load_settings, read_document
 
 from .api import GitHubApi, GitHubError
 from .config import GitHubConfig, check_github_value, parse_github
+from .device import poll_for_token, start
+from .grants import grant_lines
 from .provision import configure_agent_git, publisher_argv, write_agent_commands, write_publisher_dir
-from .state import PublisherDir, StateError, YoloState, checked_repos
+from .state import Grant, PublisherDir, StateError, YoloState, checked_repos
 
-__all__ = ["GitHubSetupError", "github_setup", "load_github", "set_default", "set_yolo", "status_lines"]
+__all__ = [
+    "GitHubSetupError",
+    "github_setup",
+    "grant_push",
+    "list_grant_lines",
+    "load_github",
+    "revoke_push",
+    "set_default",
+    "set_yolo",
+    "status_lines",
+]
 
 DEFAULT_YOLO_TTL = 2 * 3600
 
@@ -295,3 +307,54 @@ def status_lines(config: GitHubConfig) -> list[str]:
     grants = [grant for grant in directory.grants() if grant.live(now)]
     lines.append(f"push-grants: {len(grants)}")
     return lines
+
+
+def _checked_repo(repo: str) -> str:
+    try:
+        return checked_repos([repo])[0]
+    except StateError as exc:
+        raise GitHubSetupError(str(exc)) from None
+
+
+def grant_push(config: GitHubConfig, repo: str, ttl: int | None, say: Callable[[str], None]) -> list[str]:
+    """The operator's push grant: the same Device Flow, waited for here."""
+    repo = _checked_repo(repo)
+    directory = PublisherDir(config.publisher_dir)
+    api = GitHubApi(config.api_url, config.web_url, directory.ca_file)
+    try:
+        api.repo_installation(config.publisher_app_id, directory.publisher_key(), repo)
+    except (GitHubError, StateError) as exc:
+        raise GitHubSetupError(
+            f"repo is not covered by the writer App's installation: {repo} ({exc})"
+        ) from None
+    try:
+        code = start(api, config.publisher_client_id)
+        say(f"verification-uri: {code.verification_uri}")
+        say(f"user-code: {code.user_code}")
+        say("waiting for approval (Ctrl-C stops)")
+        token = poll_for_token(api, config.publisher_client_id, code)
+    except GitHubError as exc:
+        raise GitHubSetupError(str(exc)) from None
+    now = time.time()
+    grant = Grant(repo, token, now, None if ttl is None else now + ttl, "operator")
+    directory.write_grant(grant, _owner(config))
+    return ["grant-push: active", f"repo: {repo}", f"expires-at: {_when(grant.expires_at)}"]
+
+
+def revoke_push(config: GitHubConfig, repo: str) -> list[str]:
+    removed = PublisherDir(config.publisher_dir).remove_grant(_checked_repo(repo))
+    return [f"revoke-push: {'revoked' if removed else 'no grant'}", f"repo: {repo}"]
+
+
+def list_grant_lines(config: GitHubConfig) -> list[str]:
+    now = time.time()
+    grants = [
+        {
+            "repo": g.repo,
+            "state": "active" if g.live(now) else "expired",
+            "expires_at": g.expires_at,
+            "source": g.source,
+        }
+        for g in PublisherDir(config.publisher_dir).grants()
+    ]
+    return grant_lines(grants, [])
