@@ -1,4 +1,4 @@
-"""GitHub's Device Flow for a push grant (docs/github.md#push-grants): a code a person
+"""GitHub's Device Flow for a push grant (docs/github.md#request-push-list-grants-revoke-push): a code a person
 enters at ``verification_uri``, then polling at GitHub's interval until they approve, deny,
 or the code expires. The token that comes back goes to the publisher's directory only."""
 

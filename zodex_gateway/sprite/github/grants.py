@@ -1,4 +1,4 @@
-"""How push grants read to the agent and the operator (docs/github.md#push-grants): one
+"""How push grants read to the agent and the operator (docs/github.md#request-push-list-grants-revoke-push): one
 line each, never the token."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The pre-receive hook of a mirror (docs/github.md#pushing): runs as the publisher when the
+"""The pre-receive hook of a mirror (docs/github.md#the-relay): runs as the publisher when the
 agent pushes, applies the mode, and pushes the agent's updates to GitHub itself before
 ``git receive-pack`` accepts them — so the agent sees either GitHub's acceptance or its
 refusal, and the mirror never holds a ref GitHub does not.

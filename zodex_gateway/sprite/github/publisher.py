@@ -1,4 +1,4 @@
-"""The publisher (docs/github.md#the-publisher): the one process that holds the Apps' keys
+"""The publisher (docs/github.md#the-model): the one process that holds the Apps' keys
 and GitHub tokens, running as its own account, serving the agent over a Unix socket.
 
 Every connection's peer is checked with ``SO_PEERCRED``: only the agent accounts of the
