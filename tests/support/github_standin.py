@@ -184,6 +184,10 @@ class GitHub:
     requests: list[tuple[str, str]] = field(default_factory=list)
     revoked: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set by a test: a push's POST waits for ``hold`` once it arrived (``held`` set), to
+    # let the test kill its sender in the middle of a push.
+    hold: threading.Event | None = None
+    held: threading.Event = field(default_factory=threading.Event)
 
     # --- what a test sets up and reads back -------------------------------------------------
 
@@ -519,6 +523,9 @@ def build_app(hub: GitHub) -> Starlette:
         if pushing and token.permissions.get("contents") != "write":
             return Response("Write access to repository not granted.\n", 403, media_type="text/plain")
         body = await request.body()
+        if rest == "git-receive-pack" and hub.hold is not None:
+            hub.held.set()
+            await anyio.to_thread.run_sync(hub.hold.wait, 60)
         env = {
             "PATH": "/usr/bin:/bin",
             "GIT_PROJECT_ROOT": str(hub.root / "repos"),

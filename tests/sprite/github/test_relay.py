@@ -9,6 +9,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.sprite.github.github_support import REPOS, Rig, github_sprite, run
-from tests.support.accounts import require_root
+from tests.sprite.serve.sprite_support import tool_json
+from tests.support.accounts import kill_processes_of, require_root
 from tests.support.slowdown import scaled
 from tests.support.waiting import wait_until
 from zodex_gateway.sprite.github.state import YoloState
@@ -333,3 +335,45 @@ async def test_a_denied_or_expired_request_grants_nothing(rig: Rig) -> None:
             code, output = await run(mcp, f"zodex-agent github request-push {bad}", workspace)
             assert code != 0 and message in output, (bad, output)
     assert rig.state.grants() == []
+
+
+async def test_the_publisher_killed_mid_push_leaves_githubs_ref_old_or_new(rig: Rig) -> None:
+    workspace = str(rig.sprite.workspace)
+    rig.state.write_yolo(YoloState(repos={"acme/widgets": None}), rig.owner)
+    rig.hub.hold = threading.Event()
+    rig.hub.held.clear()
+    try:
+        async with rig.sprite.mcp() as mcp:
+            code, output = await run(
+                mcp, "git clone -q https://github.com/acme/widgets killed && cd killed"
+                " && git commit -q --allow-empty -m k && git rev-parse HEAD", workspace,
+            )  # fmt: skip
+            assert code == 0, output
+            new = output.strip().splitlines()[-1]
+            started = tool_json(await mcp.call_tool("exec_command", {
+                "cmd": "git push origin HEAD:refs/heads/killed", "workdir": f"{workspace}/killed", "yield_time_ms": 50,
+            }))  # fmt: skip
+            assert started["status"] == "running", started
+            wait_until(rig.hub.held.is_set, timeout=60, what="the publisher's push to reach GitHub")
+            kill_processes_of(rig.publisher.uid)  # the publisher, its receive-pack and hook
+            rig.hub.hold.set()
+            result = started
+            while result["status"] == "running":
+                result = tool_json(await mcp.call_tool(
+                    "write_stdin", {"session_handle": started["session_handle"], "yield_time_ms": 20000}
+                ))  # fmt: skip
+            assert result["exit_code"] != 0
+            assert rig.hub.refs("acme/widgets").get("refs/heads/killed") in (None, new)
+            subprocess.run(["git", "-C", str(rig.hub.repo_path("acme/widgets")), "fsck", "--strict"], check=True,
+                           capture_output=True)  # fmt: skip
+            rig.hub.hold = None
+            rig.stop_publisher()
+            rig.start_publisher()
+            code, output = await run(
+                mcp, "git push -q --force origin HEAD:refs/heads/killed", f"{workspace}/killed"
+            )
+            assert code == 0, output
+            assert rig.hub.refs("acme/widgets")["refs/heads/killed"] == new
+    finally:
+        rig.hub.hold = None
+        rig.state.write_yolo(YoloState(), rig.owner)

@@ -45,6 +45,10 @@ __all__ = ["Publisher", "main"]
 SERVICES: Final = ("git-upload-pack", "git-receive-pack")
 TICKET_LIFETIME: Final = 900
 SESSION_TIMEOUT: Final = 3600
+# A request line must arrive within this; a connection that never sends one holds nothing.
+REQUEST_TIMEOUT: Final = 30.0
+# Connections served at once; more wait for none and are refused.
+MAX_CONNECTIONS: Final = 16
 HOOK: Final = """#!/bin/sh
 # Written by the Zodex publisher at start: the mode check and the push to GitHub.
 exec {python} -I -m zodex_gateway.sprite.github.hook
@@ -114,17 +118,41 @@ class Publisher:
             "revoke-push": self.revoke_push,
         }
         self.pending: dict[str, Pending] = {}
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         directory.hooks.mkdir(mode=0o700, exist_ok=True)
         hook = directory.hooks / "pre-receive"
         hook.write_text(HOOK.format(python=sys.executable))
         hook.chmod(0o700)
 
     def handle(self, conn: socket.socket) -> None:
+        if not self.slots.acquire(blocking=False):
+            try:
+                send_line(
+                    conn,
+                    {
+                        "ok": False,
+                        "error": f"the publisher is serving {MAX_CONNECTIONS} connections; try again",
+                    },
+                )
+            except OSError:
+                pass
+            return
+        try:
+            self._handle(conn)
+        finally:
+            self.slots.release()
+
+    def _handle(self, conn: socket.socket) -> None:
         uid = peer_uid(conn)
         try:
             if uid not in self.settings.agent_uids:
                 raise Refusal(f"uid {uid} may not use the Zodex publisher")
-            request = read_line(conn)
+            conn.settimeout(REQUEST_TIMEOUT)
+            try:
+                request = read_line(conn)
+            except TimeoutError:
+                raise Refusal(f"no request line within {REQUEST_TIMEOUT:.0f} s") from None
+            conn.settimeout(None)
             op = request.get("op")
             handler = self.handlers.get(op) if isinstance(op, str) else None
             if handler is None:
