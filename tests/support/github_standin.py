@@ -369,13 +369,20 @@ def build_app(hub: GitHub) -> Starlette:
              "owner": {"login": "stand-in"}, "permissions": app.permissions, "events": []}
         )  # fmt: skip
 
-    async def get_installation(request: Request) -> Response:
+    def installation_of(request: Request) -> Installation | Response:
+        """The App's own installation the path names, or GitHub's refusal."""
         app = hub.app_from_jwt(request)
         if app is None:
             return _message(401, "A JSON web token could not be decoded")
         installation = hub.installations.get(int(request.path_params["installation_id"]))
         if installation is None or installation.app_id != app.id:
             return _message(404, "Not Found")
+        return installation
+
+    async def get_installation(request: Request) -> Response:
+        installation = installation_of(request)
+        if isinstance(installation, Response):
+            return installation
         return JSONResponse(_installation_object(hub, installation))
 
     async def get_repo_installation(request: Request) -> Response:
@@ -389,12 +396,9 @@ def build_app(hub: GitHub) -> Starlette:
         return _message(404, "Not Found")
 
     async def access_tokens(request: Request) -> Response:
-        app = hub.app_from_jwt(request)
-        if app is None:
-            return _message(401, "A JSON web token could not be decoded")
-        installation = hub.installations.get(int(request.path_params["installation_id"]))
-        if installation is None or installation.app_id != app.id:
-            return _message(404, "Not Found")
+        installation = installation_of(request)
+        if isinstance(installation, Response):
+            return installation
         body = json.loads(await request.body() or b"{}")
         asked = body.get("permissions") or dict(installation.permissions)
         levels = {"read": 1, "write": 2, "admin": 3}
@@ -418,22 +422,27 @@ def build_app(hub: GitHub) -> Starlette:
             201,
         )  # fmt: skip
 
-    async def get_repo(request: Request) -> Response:
+    def token_for_repo(request: Request) -> tuple[str, Token] | Response:
+        """The path's repository and a live token covering it, or GitHub's refusal."""
         repo = f"{request.path_params['owner']}/{request.path_params['repo']}"
         token = hub.token_from(request)
         if token is None:
             return _message(401, "Bad credentials")
         if not hub.covers(token, repo) or not hub.repo_path(repo).exists():
             return _message(404, "Not Found")
-        return JSONResponse(_repo_object(hub, repo))
+        return repo, token
+
+    async def get_repo(request: Request) -> Response:
+        found = token_for_repo(request)
+        if isinstance(found, Response):
+            return found
+        return JSONResponse(_repo_object(hub, found[0]))
 
     async def create_pull(request: Request) -> Response:
-        repo = f"{request.path_params['owner']}/{request.path_params['repo']}"
-        token = hub.token_from(request)
-        if token is None:
-            return _message(401, "Bad credentials")
-        if not hub.covers(token, repo) or not hub.repo_path(repo).exists():
-            return _message(404, "Not Found")
+        found = token_for_repo(request)
+        if isinstance(found, Response):
+            return found
+        repo, token = found
         if token.permissions.get("pull_requests") != "write":
             return _message(403, "Resource not accessible by integration")
         body = json.loads(await request.body() or b"{}")

@@ -14,7 +14,7 @@ import click
 from .checkout import CheckoutError, check_checkout
 from .client import PublisherUnavailable, request
 from .grants import grant_lines, when
-from .names import BODY_LIMIT, TITLE_LIMIT, InputError, check_repo
+from .names import BODY_LIMIT, TITLE_LIMIT, InputError, check_pr_text, check_repo
 from .state import StateError, parse_ttl
 
 __all__ = ["main"]
@@ -45,12 +45,7 @@ def publish_pr(repo: str, title: str, base: str, body: str, draft: bool) -> None
     """Push HEAD to a new agent/… branch and open a pull request from it."""
     try:
         check_repo(repo)
-        if not title.strip():
-            raise InputError("PR title cannot be empty")
-        if len(title) > TITLE_LIMIT:
-            raise InputError(f"PR title exceeds limit ({len(title)} > {TITLE_LIMIT})")
-        if len(body) > BODY_LIMIT:
-            raise InputError(f"PR body exceeds limit ({len(body)} > {BODY_LIMIT})")
+        check_pr_text(title, body)
         root = check_checkout(Path.cwd(), repo)
         planned = request(
             {"op": "publish-pr", "repo": repo, "title": title, "body": body, "base": base, "draft": draft}

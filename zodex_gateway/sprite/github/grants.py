@@ -6,13 +6,28 @@ from __future__ import annotations
 import time
 from typing import Any
 
-__all__ = ["grant_lines", "when"]
+from .state import Grant
+
+__all__ = ["grant_lines", "grant_records", "when"]
 
 
 def when(epoch: object) -> str:
     if epoch is None:
         return "none"
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(epoch)))  # type: ignore[arg-type]
+
+
+def grant_records(grants: list[Grant], now: float) -> list[dict[str, Any]]:
+    """What may be shown of each grant: everything but the token."""
+    return [
+        {
+            "repo": g.repo,
+            "state": "active" if g.live(now) else "expired",
+            "expires_at": g.expires_at,
+            "source": g.source,
+        }
+        for g in grants
+    ]
 
 
 def grant_lines(grants: list[dict[str, Any]], requests: list[dict[str, Any]]) -> list[str]:

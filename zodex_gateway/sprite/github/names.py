@@ -11,6 +11,7 @@ __all__ = [
     "TITLE_LIMIT",
     "InputError",
     "check_object_id",
+    "check_pr_text",
     "check_ref",
     "check_repo",
     "repo_from_remote",
@@ -64,6 +65,15 @@ def check_ref(raw: str) -> str:
     ):
         raise InputError(f"ref is invalid: {raw[:200]!r}")
     return raw
+
+
+def check_pr_text(title: str, body: str) -> None:
+    if not title.strip():
+        raise InputError("PR title cannot be empty")
+    if len(title) > TITLE_LIMIT:
+        raise InputError(f"PR title exceeds limit ({len(title)} > {TITLE_LIMIT})")
+    if len(body) > BODY_LIMIT:
+        raise InputError(f"PR body exceeds limit ({len(body)} > {BODY_LIMIT})")
 
 
 def check_object_id(raw: str) -> str:

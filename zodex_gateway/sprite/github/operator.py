@@ -27,7 +27,7 @@ from zodex_gateway.sprite.settings import load_settings, read_document
 from .api import GitHubApi, GitHubError
 from .config import GitHubConfig, check_github_value, parse_github
 from .device import poll_for_token, start
-from .grants import grant_lines
+from .grants import grant_lines, grant_records
 from .provision import configure_agent_git, publisher_argv, write_agent_commands, write_publisher_dir
 from .state import Grant, PublisherDir, StateError, YoloState, checked_repos
 
@@ -347,14 +347,4 @@ def revoke_push(config: GitHubConfig, repo: str) -> list[str]:
 
 
 def list_grant_lines(config: GitHubConfig) -> list[str]:
-    now = time.time()
-    grants = [
-        {
-            "repo": g.repo,
-            "state": "active" if g.live(now) else "expired",
-            "expires_at": g.expires_at,
-            "source": g.source,
-        }
-        for g in PublisherDir(config.publisher_dir).grants()
-    ]
-    return grant_lines(grants, [])
+    return grant_lines(grant_records(PublisherDir(config.publisher_dir).grants(), time.time()), [])

@@ -27,10 +27,10 @@ from typing import Any, Final
 from .api import GitHubApi, GitHubError
 from .credentials import Credentials
 from .device import DeviceCode, poll_for_token, start
+from .grants import grant_records
 from .names import (
-    BODY_LIMIT,
-    TITLE_LIMIT,
     InputError,
+    check_pr_text,
     check_ref,
     check_repo,
     repo_from_remote,
@@ -249,12 +249,7 @@ class Publisher:
         body = _text(request, "body", "")
         base = _text(request, "base", "") or self.settings.default_base
         draft = request.get("draft", False)
-        if not title.strip():
-            raise Refusal("PR title cannot be empty")
-        if len(title) > TITLE_LIMIT:
-            raise Refusal(f"PR title exceeds limit ({len(title)} > {TITLE_LIMIT})")
-        if len(body) > BODY_LIMIT:
-            raise Refusal(f"PR body exceeds limit ({len(body)} > {BODY_LIMIT})")
+        check_pr_text(title, body)
         if not isinstance(draft, bool):
             raise Refusal("draft must be true or false")
         check_ref(f"refs/heads/{base}")
@@ -344,16 +339,7 @@ class Publisher:
         log(f"request-push {repo}: approved; push grant until {grant.expires_at or 'revoked'}")
 
     def list_grants(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> dict[str, Any]:
-        now = time.time()
-        grants = [
-            {
-                "repo": g.repo,
-                "state": "active" if g.live(now) else "expired",
-                "expires_at": g.expires_at,
-                "source": g.source,
-            }
-            for g in self.dir.grants()
-        ]
+        grants = grant_records(self.dir.grants(), time.time())
         with self.lock:
             requests = [
                 {"repo": repo, "state": p.state, "user_code": p.code.user_code, "error": p.error}
