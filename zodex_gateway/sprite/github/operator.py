@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
 from zodex_gateway.config.units import ConfigError
 from zodex_gateway.sprite.accounts import lookup_user, nologin_shell
 from zodex_gateway.sprite.settings import load_settings, read_document
+from zodex_gateway.sprite.setup import render_config
 
 from .api import GitHubApi, GitHubError
 from .config import GitHubConfig, check_github_value, parse_github
@@ -137,7 +136,7 @@ def _write_config(path: Path, document: dict[str, Any]) -> None:
     before = path.stat()
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        os.write(fd, tomli_w.dumps(document).encode())
+        os.write(fd, render_config(document).encode())
         os.fchown(fd, before.st_uid, before.st_gid)
         os.fchmod(fd, before.st_mode & 0o777)
         os.fsync(fd)
