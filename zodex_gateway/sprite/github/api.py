@@ -19,6 +19,8 @@ from typing import Any, Final
 import httpx
 import jwt
 
+from .errors import GitHubError
+
 __all__ = ["GitHubApi", "GitHubError", "InstallationToken", "app_jwt"]
 
 API_VERSION: Final = "2022-11-28"
@@ -26,10 +28,6 @@ DEVICE_GRANT: Final = "urn:ietf:params:oauth:grant-type:device_code"
 # GitHub refuses a JWT that expires more than ten minutes after it was issued; iat is
 # backdated a minute against clock drift, as GitHub recommends.
 JWT_LIFETIME: Final = 540
-
-
-class GitHubError(Exception):
-    """A GitHub call failed; the message is one line for the operator or the agent."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ field is one clear error with nothing done.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import socket
@@ -28,6 +29,7 @@ from .api import GitHubApi, GitHubError
 from .credentials import Credentials
 from .device import DeviceCode, poll_for_token, start
 from .grants import grant_records
+from .hook import Refused, mode_credential
 from .names import (
     InputError,
     check_pr_text,
@@ -193,14 +195,17 @@ class Publisher:
                 if only:
                     env["ZODEX_PUSH_ONLY"] = f"refs/heads/{only.branch}"
             started = time.monotonic()
-            process = subprocess.Popen(
-                argv, stdin=conn.fileno(), stdout=conn.fileno(), stderr=subprocess.PIPE, env=env
-            )
-            try:
-                _, stderr = process.communicate(timeout=SESSION_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                _, stderr = process.communicate()
+            with contextlib.ExitStack() as stack:
+                if service == "git-receive-pack":
+                    env |= self._push_credential(stack, repo, only is not None)
+                process = subprocess.Popen(
+                    argv, stdin=conn.fileno(), stdout=conn.fileno(), stderr=subprocess.PIPE, env=env
+                )
+                try:
+                    _, stderr = process.communicate(timeout=SESSION_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    _, stderr = process.communicate()
             took = time.monotonic() - started
             log(f"uid {uid}: {service} {repo}: exit {process.returncode} in {took:.2f}s")
             if stderr.strip():
@@ -210,6 +215,20 @@ class Publisher:
                     ["--git-dir", str(mirror), "for-each-ref", f"refs/heads/{only.branch}"], self.dir.path
                 )
                 only.pushed = bool(refs.strip())
+
+    def _push_credential(self, stack: contextlib.ExitStack, repo: str, ticket: bool) -> dict[str, str]:
+        """The token file for the mode as it stands, made before the agent's objects arrive
+        so the hook calls GitHub only to push; none when the mode refuses (the hook says
+        why) or minting fails (the hook tries again and reports GitHub's error)."""
+        try:
+            kind, token = ("writer", None) if ticket else mode_credential(self.dir, repo, time.time())
+            token = token or self.credentials.writer(repo)
+        except (Refused, StateError, GitHubError):
+            return {}
+        path = stack.enter_context(
+            authenticated(self.dir.scratch, self.settings.web_url, token, self.dir.ca_file)
+        )
+        return {"ZODEX_PUSH_KIND": kind, "ZODEX_PUSH_AUTH": str(path)}
 
     def _refresh(self, mirror: Path, repo: str) -> None:
         token = self.credentials.reader()
