@@ -237,7 +237,7 @@ async def test_the_agent_finds_no_key_or_token_anywhere(rig: Rig) -> None:
         probes = [
             f"cat {rig.directory}/*.pem {rig.directory}/settings.json",
             f"ls -la {rig.directory}; ls -la {rig.directory}/scratch",
-            f"grep -r -s . {rig.directory} {rig.socket.parent}",
+            f"grep -r -s . {rig.directory} {rig.socket.parent} {rig.sprite.base}/etc {rig.sprite.state_dir}",
             f"cat /proc/{pid}/environ; tr '\\0' ' ' < /proc/{pid}/cmdline; cat /proc/{pid}/maps",
             f"ls -l /proc/{pid}/fd; cat /proc/{pid}/mem",
             "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; tr '\\0' ' ' < /proc/*/cmdline 2>/dev/null",
