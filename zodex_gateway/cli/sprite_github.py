@@ -42,6 +42,11 @@ def github() -> None:
     type=click.Path(path_type=Path),
     help="The writer App's private key (PEM).",
 )
+@click.option(
+    "--publisher-client-secret-file",
+    type=click.Path(path_type=Path),
+    help="A file holding the writer App's client secret: lets revoked and expired grants be revoked at GitHub.",
+)
 @click.option("--default-base", help="publish-pr's base branch when --base is not given (default main).")
 @click.option("--api-url", help="GitHub's REST API (default https://api.github.com).")
 @click.option(
@@ -53,7 +58,13 @@ def github() -> None:
 @click.option("--socket", help="The publisher's socket (default /run/zodex-publisher/socket).")
 @click.option("--bin-dir", help="Where the agent's commands go, on its PATH (default /usr/local/bin).")
 @_one_line_errors
-def setup(config_path: Path | None, reader_key: Path, publisher_key: Path, **flags: str | None) -> None:
+def setup(
+    config_path: Path | None,
+    reader_key: Path,
+    publisher_key: Path,
+    publisher_client_secret_file: Path | None,
+    **flags: str | None,
+) -> None:
     """Check both Apps against GitHub, then give the keys to the publisher, record [github]
     in the config, install the agent's commands and git config, and write the publisher's
     unit. Safe to run again; a refused setup changes nothing."""
@@ -61,7 +72,10 @@ def setup(config_path: Path | None, reader_key: Path, publisher_key: Path, **fla
 
     changes = {name.replace("_", "-"): value for name, value in flags.items()}
     config = github_setup(
-        _config_path(config_path), changes, {"reader": reader_key, "publisher": publisher_key}, click.echo
+        _config_path(config_path),
+        changes,
+        {"reader": reader_key, "publisher": publisher_key, "client-secret": publisher_client_secret_file},
+        click.echo,
     )
     click.echo(f"github: set up; the agent reaches {config.web_url} through {config.socket}")
 

@@ -131,6 +131,7 @@ def github_sprite() -> Iterator[Rig]:
         assert hub.ca_file is not None
         write_publisher_dir(rig.directory, rig.owner, rig.settings(), reader.private_key, writer.private_key,
                             hub.ca_file.read_bytes())  # fmt: skip
+        rig.state.write_file("publisher-client-secret", writer.client_secret.encode(), rig.owner)
         bin_dir = sprite.python.parent
         write_agent_commands(bin_dir, sprite.python)
         agent = sprite.agent

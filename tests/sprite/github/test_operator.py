@@ -10,6 +10,7 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from tests.sprite.serve.sprite_support import Sprite, sprite_setup
 from tests.support.accounts import kill_processes_of, require_root
 from tests.support.github_standin import GitHub, github_standin, new_private_key_pem
 from tests.support.waiting import wait_until
+from zodex_gateway.sprite.github.state import PublisherDir
 
 ZODEX = str(Path(sys.executable).parent / "zodex")
 
@@ -51,6 +53,11 @@ class Operator:
     def bin_dir(self) -> Path:
         return self.sprite.base / "bin"
 
+    def state_grant_token(self, repo: str) -> str:
+        grant = PublisherDir(self.publisher_dir).grant(repo, time.time())
+        assert grant is not None
+        return grant.token
+
     def zodex(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [ZODEX, "sprite", "github", args[0], "--config", str(self.sprite.config), *args[1:]],
@@ -73,6 +80,7 @@ class Operator:
             "--publisher-dir": str(self.publisher_dir),
             "--socket": str(self.socket),
             "--bin-dir": str(self.bin_dir),
+            "--publisher-client-secret-file": str(self.keys["secret"]),
             **overrides,
         }
         return [word for pair in flags.items() for word in pair]
@@ -100,6 +108,8 @@ def operator() -> Iterator[Operator]:
         keys = {"reader": sprite.base / "reader.pem", "writer": sprite.base / "writer.pem"}
         keys["reader"].write_bytes(reader.private_key)
         keys["writer"].write_bytes(writer.private_key)
+        keys["secret"] = sprite.base / "client-secret"
+        keys["secret"].write_text(writer.client_secret + "\n")
         with (sprite.agent.home / ".profile").open("a") as profile:
             profile.write(f'\nexport PATH="{sprite.base / "bin"}:$PATH"\n')
             profile.write("export GIT_AUTHOR_NAME=Agent GIT_COMMITTER_NAME=Agent\n")
@@ -146,7 +156,7 @@ def test_bad_setup_input_is_refused_and_changes_nothing(operator: Operator) -> N
     stranger = operator.sprite.base / "stranger.pem"
     stranger.write_bytes(new_private_key_pem())
     not_a_key = operator.sprite.base / "not-a-key.pem"
-    not_a_key.write_text("hello\n")
+    not_a_key.write_text("hello there\n")
     refusals = {
         (("--reader-key", str(stranger)),): "GitHub App lookup failed (401)",
         (("--publisher-key", str(not_a_key)),): "is not a PEM private key",
@@ -157,6 +167,7 @@ def test_bad_setup_input_is_refused_and_changes_nothing(operator: Operator) -> N
         (("--api-url", "http://plain.example"),): "github.api-url must be an https:// URL",
         (("--default-base", "a..b"),): "github.default-base must be a branch name",
         (("--publisher-dir", "relative"),): "github.publisher-dir must be an absolute path",
+        (("--publisher-client-secret-file", str(not_a_key)),): "does not hold a client secret",
     }
     for pairs, message in refusals.items():
         done = operator.zodex("setup", *operator.setup_args(**dict(pairs)))
@@ -223,7 +234,11 @@ async def test_setup_then_the_model_clones_publishes_and_pushes_under_yolo(opera
             assert "ghu_" not in listed.stdout
             code, output = await run(mcp, "git push -q origin HEAD:refs/heads/after", f"{workspace}/widgets")
             assert code == 0, output
+            token = operator.state_grant_token("acme/widgets")
             revoked = operator.zodex("revoke-push", "--repo", "acme/widgets")
-            assert "revoke-push: revoked" in revoked.stdout
+            assert "revoke-push: revoked" in revoked.stdout and "github-revocation: done" in revoked.stdout, (
+                revoked
+            )
+            assert token in operator.hub.revoked
             code, output = await run(mcp, "git push origin HEAD:refs/heads/after2", f"{workspace}/widgets")
             assert code != 0 and "direct push is not enabled" in output, output

@@ -296,6 +296,12 @@ async def test_request_push_approved_then_expired_then_revoked(rig: Rig) -> None
         code, output = await run(mcp, "git push origin HEAD:refs/heads/late-grant", f"{workspace}/granted")
         assert code != 0 and "GitHub push grant for acme/gadgets has expired" in output, output
         assert "refs/heads/late-grant" not in rig.hub.refs("acme/gadgets")
+        # list-grants sweeps: the expired token is revoked at GitHub and dropped from the file.
+        code, output = await run(mcp, "zodex-agent github list-grants", workspace)
+        assert "grant: acme/gadgets state=expired" in output, output
+        assert grant.token in rig.hub.revoked and grant.token not in rig.hub.tokens
+        swept = rig.state.grants()
+        assert [(g.token, g.revoked_at_github) for g in swept] == [("", True)]
         code, output = await run(mcp, "zodex-agent github revoke-push --repo acme/gadgets", workspace)
         assert code == 0 and "revoke-push: revoked" in output, output
         assert rig.state.grants() == []

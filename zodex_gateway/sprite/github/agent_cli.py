@@ -124,6 +124,7 @@ def revoke_push(repo: str) -> None:
         return
     click.echo(f"revoke-push: {'revoked' if done['revoked'] else 'no grant'}")
     click.echo(f"repo: {repo}")
+    click.echo(f"github-revocation: {done.get('github_revocation', 'no token')}")
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ raises a token or a key; an error carries GitHub's own ``message`` and the statu
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ssl
 import time
@@ -138,6 +139,12 @@ class GitHubApi:
             "pull request creation", "POST", f"/repos/{repo}/pulls", f"Bearer {token}", json=payload
         )
         return made
+
+    def revoke_user_token(self, client_id: str, client_secret: str, token: str) -> None:
+        """GitHub revokes an App's user token only with the App's client id and secret."""
+        basic = base64.b64encode(f"{client_id}:{client_secret}".encode()).decode()
+        self._call("user token revocation", "DELETE", f"/applications/{client_id}/token", f"Basic {basic}",
+                   json={"access_token": token})  # fmt: skip
 
     # --- Device Flow, on the web host ----------------------------------------------------
 

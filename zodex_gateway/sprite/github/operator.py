@@ -28,7 +28,8 @@ from .config import GitHubConfig, check_github_value, parse_github
 from .device import poll_for_token, start
 from .grants import grant_lines, grant_records
 from .provision import configure_agent_git, publisher_argv, write_agent_commands, write_publisher_dir
-from .state import Grant, PublisherDir, StateError, YoloState, checked_repos
+from .revocation import revoke
+from .state import CLIENT_SECRET, Grant, PublisherDir, StateError, YoloState, checked_repos
 
 __all__ = [
     "GitHubSetupError",
@@ -58,6 +59,7 @@ class Checked:
     ca: bytes | None
     reader_slug: str
     publisher_slug: str
+    client_secret: str | None
 
 
 def _read_pem(what: str, path: Path) -> bytes:
@@ -70,7 +72,7 @@ def _read_pem(what: str, path: Path) -> bytes:
     return data
 
 
-def check_setup(config_path: Path, flags: Mapping[str, object], keys: Mapping[str, Path]) -> Checked:
+def check_setup(config_path: Path, flags: Mapping[str, object], keys: Mapping[str, Path | None]) -> Checked:
     """Everything ``setup`` needs, checked, GitHub included; nothing written."""
     document = read_document(config_path)
     table = dict(document.get("github") or {})
@@ -79,8 +81,25 @@ def check_setup(config_path: Path, flags: Mapping[str, object], keys: Mapping[st
             table[leaf] = check_github_value(leaf, raw)
     config = parse_github({"github": table})
     assert config is not None
-    reader_key = _read_pem("--reader-key", keys["reader"])
-    publisher_key = _read_pem("--publisher-key", keys["publisher"])
+    reader_path, publisher_path, secret_path = keys["reader"], keys["publisher"], keys.get("client-secret")
+    assert reader_path is not None and publisher_path is not None
+    reader_key = _read_pem("--reader-key", reader_path)
+    publisher_key = _read_pem("--publisher-key", publisher_path)
+    client_secret = None
+    if secret_path is not None:
+        try:
+            client_secret = secret_path.read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise GitHubSetupError(f"--publisher-client-secret-file {secret_path}: {exc}") from None
+        if not (
+            client_secret
+            and len(client_secret) <= 200
+            and client_secret.isascii()
+            and client_secret.isalnum()
+        ):
+            raise GitHubSetupError(
+                f"--publisher-client-secret-file {secret_path} does not hold a client secret"
+            )
     ca = None
     if config.ca_file is not None:
         try:
@@ -110,9 +129,8 @@ def check_setup(config_path: Path, flags: Mapping[str, object], keys: Mapping[st
         api.device_code(config.publisher_client_id)
     except GitHubError as exc:
         raise GitHubSetupError(str(exc)) from None
-    return Checked(
-        config, table, reader_key, publisher_key, ca, str(reader.get("slug")), str(writer.get("slug"))
-    )
+    slugs = (str(reader.get("slug")), str(writer.get("slug")))
+    return Checked(config, table, reader_key, publisher_key, ca, *slugs, client_secret)
 
 
 def _ensure_publisher_account(name: str, home: Path, say: Callable[[str], None]) -> tuple[int, int]:
@@ -171,7 +189,10 @@ WantedBy=multi-user.target
 
 
 def github_setup(
-    config_path: Path, flags: Mapping[str, object], keys: Mapping[str, Path], say: Callable[[str], None]
+    config_path: Path,
+    flags: Mapping[str, object],
+    keys: Mapping[str, Path | None],
+    say: Callable[[str], None],
 ) -> GitHubConfig:
     if os.geteuid() != 0:
         raise GitHubSetupError("zodex sprite github setup must run as root")
@@ -203,6 +224,8 @@ def github_setup(
     write_publisher_dir(
         config.publisher_dir, owner, settings, checked.reader_key, checked.publisher_key, checked.ca
     )
+    if checked.client_secret is not None:  # given once, kept when setup runs again without it
+        PublisherDir(config.publisher_dir).write_file(CLIENT_SECRET, checked.client_secret.encode(), owner)
     config.socket.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     os.chown(config.socket.parent, *owner)
     config.socket.parent.chmod(0o755)
@@ -341,8 +364,17 @@ def grant_push(config: GitHubConfig, repo: str, ttl: int | None, say: Callable[[
 
 
 def revoke_push(config: GitHubConfig, repo: str) -> list[str]:
-    removed = PublisherDir(config.publisher_dir).remove_grant(_checked_repo(repo))
-    return [f"revoke-push: {'revoked' if removed else 'no grant'}", f"repo: {repo}"]
+    directory = PublisherDir(config.publisher_dir)
+    removed = directory.remove_grant(_checked_repo(repo))
+    at_github = "no token"
+    if removed is not None:
+        api = GitHubApi(config.api_url, config.web_url, directory.ca_file)
+        at_github = revoke(api, directory, config.publisher_client_id, removed.token)
+    return [
+        f"revoke-push: {'revoked' if removed else 'no grant'}",
+        f"repo: {repo}",
+        f"github-revocation: {at_github}",
+    ]
 
 
 def list_grant_lines(config: GitHubConfig) -> list[str]:

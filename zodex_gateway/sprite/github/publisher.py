@@ -39,6 +39,7 @@ from .names import (
     sanitize_branch_prefix,
 )
 from .relay import GIT, RelayError, authenticated, git_env, mirror_lock, refresh, run_git
+from .revocation import revoke, sweep_expired
 from .state import MAX_TTL_SECONDS, Grant, PublisherDir, PublisherSettings, StateError
 from .wire import WireError, read_line, send_line
 
@@ -51,6 +52,8 @@ SESSION_TIMEOUT: Final = 3600
 REQUEST_TIMEOUT: Final = 30.0
 # Connections served at once; more wait for none and are refused.
 MAX_CONNECTIONS: Final = 16
+# How often expired grants are looked for, besides every list-grants.
+SWEEP_INTERVAL: Final = 60.0
 HOOK: Final = """#!/bin/sh
 # Written by the Zodex publisher at start: the mode check and the push to GitHub.
 exec {python} -I -m zodex_gateway.sprite.github.hook
@@ -358,6 +361,7 @@ class Publisher:
         log(f"request-push {repo}: approved; push grant until {grant.expires_at or 'revoked'}")
 
     def list_grants(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> dict[str, Any]:
+        self.sweep()
         grants = grant_records(self.dir.grants(), time.time())
         with self.lock:
             requests = [
@@ -372,8 +376,29 @@ class Publisher:
         with self.lock:
             asked = self.pending.pop(repo, None)
         removed = self.dir.remove_grant(repo)
-        log(f"uid {uid}: revoke-push {repo}: {'revoked' if removed else 'no grant'}")
-        return {"repo": repo, "revoked": removed is not None or asked is not None}
+        at_github = "no token"
+        if removed is not None:
+            at_github = revoke(self.api, self.dir, self.settings.publisher_client_id, removed.token)
+        log(f"uid {uid}: revoke-push {repo}: {'revoked' if removed else 'no grant'}; at GitHub: {at_github}")
+        return {
+            "repo": repo,
+            "revoked": removed is not None or asked is not None,
+            "github_revocation": at_github,
+        }
+
+    def sweep(self) -> None:
+        """Expired grants lose their tokens (revoked at GitHub where it allows)."""
+        with self.lock:
+            for line in sweep_expired(self.api, self.dir, self.settings.publisher_client_id, time.time(),
+                                      (os.getuid(), os.getgid())):  # fmt: skip
+                log(line)
+
+    def sweep_forever(self, stop: threading.Event) -> None:
+        while not stop.wait(SWEEP_INTERVAL):
+            try:
+                self.sweep()
+            except (StateError, OSError) as exc:
+                log(f"sweeping expired grants failed: {exc}")
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -395,6 +420,7 @@ def serve(directory: Path, socket_path: Path, ready: Callable[[], None] | None =
     # Anyone may connect; SO_PEERCRED decides who is served.
     os.chmod(socket_path, 0o666)
     log(f"listening on {socket_path}")
+    threading.Thread(target=publisher.sweep_forever, args=(threading.Event(),), daemon=True).start()
     if ready is not None:
         ready()
     server.serve_forever()

@@ -30,6 +30,7 @@ SETTINGS: Final = "settings.json"
 READER_KEY: Final = "reader-key.pem"
 PUBLISHER_KEY: Final = "publisher-key.pem"
 CA_FILE: Final = "ca.pem"
+CLIENT_SECRET: Final = "publisher-client-secret"
 YOLO: Final = "yolo.json"
 GRANTS: Final = "grants"
 MAX_TTL_SECONDS: Final = 366 * 24 * 3600
@@ -128,6 +129,9 @@ class Grant:
     created_at: float
     expires_at: float | None
     source: str  # "agent" (request-push) or "operator" (grant-push)
+    # After expiry the token is dropped from the file ("") and, with the writer App's client
+    # secret, revoked at GitHub; this records whether GitHub confirmed it.
+    revoked_at_github: bool = False
 
     def live(self, now: float) -> bool:
         return self.expires_at is None or self.expires_at > now
@@ -147,6 +151,15 @@ class PublisherDir:
 
     def publisher_key(self) -> bytes:
         return self._bytes(PUBLISHER_KEY)
+
+    def client_secret(self) -> str | None:
+        """The writer App's client secret, which GitHub asks for to revoke a user token."""
+        try:
+            return (self.path / CLIENT_SECRET).read_text().strip() or None
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StateError(f"{self.path / CLIENT_SECRET} cannot be read: {exc.strerror}") from None
 
     @property
     def ca_file(self) -> Path | None:
