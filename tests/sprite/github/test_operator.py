@@ -5,6 +5,7 @@ nothing; once set up, the model's git works through the publisher setup configur
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shlex
 import subprocess
@@ -174,6 +175,18 @@ def test_bad_setup_input_is_refused_and_changes_nothing(operator: Operator) -> N
         assert done.returncode == 1 and message in done.stderr, (pairs, done.stderr)
         assert done.stderr.count("\n") == 1, done.stderr
         assert snapshot(operator) == before, pairs
+
+
+def test_setup_never_writes_through_the_agents_gitconfig_link(operator: Operator) -> None:
+    target = operator.sprite.base / "root-owned.conf"
+    target.write_text("# root's\n")
+    link = operator.sprite.agent.home / ".gitconfig"
+    link.unlink(missing_ok=True)
+    link.symlink_to(target)
+    os.lchown(link, operator.sprite.agent.uid, operator.sprite.agent.gid)
+    done = operator.zodex("setup", *operator.setup_args())
+    assert done.returncode == 1 and "git config of the agent's" in done.stderr, done
+    assert target.read_text() == "# root's\n"
 
 
 async def test_setup_then_the_model_clones_publishes_and_pushes_under_yolo(operator: Operator) -> None:

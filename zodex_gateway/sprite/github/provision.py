@@ -55,27 +55,23 @@ def write_agent_commands(bin_dir: Path, python: Path) -> list[Path]:
 def configure_agent_git(home: Path, uid: int, gid: int, socket: Path) -> None:
     """``url."zodex::https://github.com/".insteadOf`` for fetch and push (``insteadOf``
     covers both) and ``zodex.socket``, in the agent's own ``~/.gitconfig``; other settings
-    there are kept."""
-    config = home / ".gitconfig"
-    if not config.exists():
-        config.touch(mode=0o644)
-        os.chown(config, uid, gid)
+    there are kept. git runs as the agent: the file is the agent's to point anywhere (a
+    symlink to a file of root's), so root never writes it."""
 
-    def git_config(*args: str) -> None:
+    def git_config(*args: str, check: bool = True) -> None:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
-        subprocess.run(
-            ["git", "config", "--file", str(config), *args], env=env, check=True, capture_output=True
-        )
+        done = subprocess.run(
+            ["git", "config", "--global", *args], env=env, cwd="/", user=uid, group=gid, extra_groups=[],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if check and done.returncode != 0:
+            raise OSError(f"git config of the agent's {home}/.gitconfig failed: {done.stderr.strip()}")
 
     key = f"url.{HELPER_BASE}.insteadOf"
-    subprocess.run(
-        ["git", "config", "--file", str(config), "--unset-all", key],
-        env={"PATH": "/usr/bin:/bin"}, capture_output=True, check=False,
-    )  # fmt: skip
+    git_config("--unset-all", key, check=False)  # absent the first time
     for prefix in INSTEAD_OF:
         git_config("--add", key, prefix)
     git_config("zodex.socket", str(socket))
-    os.chown(config, uid, gid)
 
 
 def write_publisher_dir(

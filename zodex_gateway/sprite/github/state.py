@@ -235,6 +235,10 @@ class PublisherDir:
     def _write(self, name: str, data: bytes, owner: tuple[int, int]) -> None:
         target = self.path / name
         target.parent.mkdir(mode=0o700, exist_ok=True)
+        # Root writes here too: a directory the publisher account swapped for a symlink
+        # must not take root's write elsewhere.
+        if target.parent.is_symlink() or self.path.is_symlink():
+            raise StateError(f"{target.parent} is a symlink; refusing to write {name}")
         if os.geteuid() == 0:
             os.chown(target.parent, *owner)
         temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}")
