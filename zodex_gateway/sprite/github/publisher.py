@@ -27,8 +27,7 @@ from typing import Any, Final
 
 from .api import GitHubApi, GitHubError
 from .credentials import Credentials
-from .device import DeviceCode, poll_for_token, start
-from .grants import grant_records
+from .grant_desk import GrantDesk
 from .hook import Refused, mode_credential
 from .names import (
     InputError,
@@ -39,8 +38,8 @@ from .names import (
     sanitize_branch_prefix,
 )
 from .relay import GIT, RelayError, authenticated, git_env, mirror_lock, refresh, run_git
-from .revocation import revoke, sweep_expired
-from .state import MAX_TTL_SECONDS, Grant, PublisherDir, PublisherSettings, StateError
+from .serving import Refusal, log, text_field
+from .state import PublisherDir, PublisherSettings, StateError
 from .wire import WireError, read_line, send_line
 
 __all__ = ["Publisher", "main"]
@@ -52,27 +51,10 @@ SESSION_TIMEOUT: Final = 3600
 REQUEST_TIMEOUT: Final = 30.0
 # Connections served at once; more wait for none and are refused.
 MAX_CONNECTIONS: Final = 16
-# How often expired grants are looked for, besides every list-grants.
-SWEEP_INTERVAL: Final = 60.0
 HOOK: Final = """#!/bin/sh
 # Written by the Zodex publisher at start: the mode check and the push to GitHub.
 exec {python} -I -m zodex_gateway.sprite.github.hook
 """
-
-
-class Refusal(Exception):
-    """The one line the agent sees."""
-
-
-@dataclass
-class Pending:
-    """A push grant asked for and not yet approved, denied or expired."""
-
-    uid: int
-    code: DeviceCode
-    ttl: int | None
-    state: str = "pending"  # pending, approved, denied, expired, failed
-    error: str = ""
 
 
 @dataclass
@@ -95,17 +77,6 @@ def peer_uid(conn: socket.socket) -> int:
     return int(uid)
 
 
-def log(message: str) -> None:
-    print(f"zodex-publisher: {message}", file=sys.stderr, flush=True)
-
-
-def _text(request: dict[str, Any], name: str, default: str | None = None) -> str:
-    value = request.get(name, default)
-    if not isinstance(value, str):
-        raise Refusal(f"{name} must be a string")
-    return value
-
-
 class Publisher:
     def __init__(self, directory: PublisherDir) -> None:
         self.dir = directory
@@ -113,16 +84,16 @@ class Publisher:
         self.api = GitHubApi(self.settings.api_url, self.settings.web_url, directory.ca_file)
         self.credentials = Credentials(directory, self.settings, self.api)
         self.tickets: dict[str, Ticket] = {}
+        self.grants = GrantDesk(directory, self.settings, self.api, self.credentials)
         self.lock = threading.Lock()
         self.handlers: dict[str, Callable[[socket.socket, int, dict[str, Any]], dict[str, Any] | None]] = {
             "git": self.git,
             "publish-pr": self.publish_pr,
             "open-pr": self.open_pr,
-            "request-push": self.request_push,
-            "list-grants": self.list_grants,
-            "revoke-push": self.revoke_push,
+            "request-push": self.grants.request_push,
+            "list-grants": self.grants.list_grants,
+            "revoke-push": self.grants.revoke_push,
         }
-        self.pending: dict[str, Pending] = {}
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         directory.hooks.mkdir(mode=0o700, exist_ok=True)
         hook = directory.hooks / "pre-receive"
@@ -175,10 +146,10 @@ class Publisher:
     # --- git through a mirror --------------------------------------------------------------
 
     def git(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> None:
-        service = _text(request, "service")
+        service = text_field(request, "service")
         if service not in SERVICES:
             raise Refusal(f"unsupported git service {service[:40]!r}")
-        url = _text(request, "url")
+        url = text_field(request, "url")
         repo = repo_from_remote(url)
         if repo is None:
             raise Refusal(f"not a github.com repository URL: {url[:200]!r}")
@@ -248,7 +219,7 @@ class Publisher:
             return None
         if service != "git-receive-pack":
             raise Refusal("a publish ticket is for a push")
-        ticket = self._ticket(uid, _text(request, "ticket"))
+        ticket = self._ticket(uid, text_field(request, "ticket"))
         if ticket.repo != repo:
             raise Refusal(f"the publish ticket is for {ticket.repo}, not {repo}")
         return ticket
@@ -266,10 +237,10 @@ class Publisher:
     # --- publish-pr ----------------------------------------------------------------------------
 
     def publish_pr(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> dict[str, Any]:
-        repo = check_repo(_text(request, "repo"))
-        title = _text(request, "title")
-        body = _text(request, "body", "")
-        base = _text(request, "base", "") or self.settings.default_base
+        repo = check_repo(text_field(request, "repo"))
+        title = text_field(request, "title")
+        body = text_field(request, "body", "")
+        base = text_field(request, "base", "") or self.settings.default_base
         draft = request.get("draft", False)
         check_pr_text(title, body)
         if not isinstance(draft, bool):
@@ -290,7 +261,7 @@ class Publisher:
         return {"ticket": value, "repo": repo, "branch": branch, "base": base}
 
     def open_pr(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> dict[str, Any]:
-        value = _text(request, "ticket")
+        value = text_field(request, "ticket")
         ticket = self._ticket(uid, value)
         if not ticket.pushed:
             raise Refusal(f"branch {ticket.branch} was not pushed; run publish-pr again")
@@ -315,91 +286,6 @@ class Publisher:
             "draft": bool(pull.get("draft", ticket.draft)),
         }
 
-    # --- push grants ----------------------------------------------------------------------------
-
-    def request_push(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> dict[str, Any]:
-        repo = check_repo(_text(request, "repo"))
-        ttl = request.get("ttl_seconds")
-        if ttl is not None and (
-            isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 < ttl <= MAX_TTL_SECONDS
-        ):
-            raise Refusal(
-                f"ttl_seconds must be a whole number of seconds from 1 to {MAX_TTL_SECONDS}, or null"
-            )
-        try:
-            self.credentials.writer(repo)
-        except GitHubError as exc:
-            raise Refusal(f"repo is not covered by the writer App's installation: {repo} ({exc})") from None
-        with self.lock:
-            waiting = self.pending.get(repo)
-            if waiting is not None and waiting.state == "pending" and waiting.code.expires_at > time.time():
-                code = waiting.code  # one person, one code: the same request again shows it again
-            else:
-                code = start(self.api, self.settings.publisher_client_id)
-                self.pending[repo] = waiting = Pending(uid, code, ttl)
-                threading.Thread(target=self._await_grant, args=(repo, waiting), daemon=True).start()
-        log(f"uid {uid}: request-push {repo}: device code issued")
-        return {"repo": repo, "verification_uri": code.verification_uri, "user_code": code.user_code,
-                "expires_at": code.expires_at, "ttl_seconds": waiting.ttl}  # fmt: skip
-
-    def _await_grant(self, repo: str, waiting: Pending) -> None:
-        try:
-            token = poll_for_token(self.api, self.settings.publisher_client_id, waiting.code)
-        except GitHubError as exc:
-            waiting.state = (
-                "expired" if "expired" in str(exc) else "denied" if "cancelled" in str(exc) else "failed"
-            )
-            waiting.error = str(exc)
-            log(f"request-push {repo}: {exc}")
-            return
-        if self.pending.get(repo) is not waiting:
-            return  # revoked while a person was approving it
-        now = time.time()
-        grant = Grant(repo, token, now, None if waiting.ttl is None else now + waiting.ttl, "agent")
-        self.dir.write_grant(grant, (os.getuid(), os.getgid()))
-        waiting.state = "approved"
-        log(f"request-push {repo}: approved; push grant until {grant.expires_at or 'revoked'}")
-
-    def list_grants(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> dict[str, Any]:
-        self.sweep()
-        grants = grant_records(self.dir.grants(), time.time())
-        with self.lock:
-            requests = [
-                {"repo": repo, "state": p.state, "user_code": p.code.user_code, "error": p.error}
-                for repo, p in sorted(self.pending.items())
-                if p.state != "approved"
-            ]
-        return {"grants": grants, "requests": requests}
-
-    def revoke_push(self, conn: socket.socket, uid: int, request: dict[str, Any]) -> dict[str, Any]:
-        repo = check_repo(_text(request, "repo"))
-        with self.lock:
-            asked = self.pending.pop(repo, None)
-        removed = self.dir.remove_grant(repo)
-        at_github = "no token"
-        if removed is not None:
-            at_github = revoke(self.api, self.dir, self.settings.publisher_client_id, removed.token)
-        log(f"uid {uid}: revoke-push {repo}: {'revoked' if removed else 'no grant'}; at GitHub: {at_github}")
-        return {
-            "repo": repo,
-            "revoked": removed is not None or asked is not None,
-            "github_revocation": at_github,
-        }
-
-    def sweep(self) -> None:
-        """Expired grants lose their tokens (revoked at GitHub where it allows)."""
-        with self.lock:
-            for line in sweep_expired(self.api, self.dir, self.settings.publisher_client_id, time.time(),
-                                      (os.getuid(), os.getgid())):  # fmt: skip
-                log(line)
-
-    def sweep_forever(self, stop: threading.Event) -> None:
-        while not stop.wait(SWEEP_INTERVAL):
-            try:
-                self.sweep()
-            except (StateError, OSError) as exc:
-                log(f"sweeping expired grants failed: {exc}")
-
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
@@ -420,7 +306,7 @@ def serve(directory: Path, socket_path: Path, ready: Callable[[], None] | None =
     # Anyone may connect; SO_PEERCRED decides who is served.
     os.chmod(socket_path, 0o666)
     log(f"listening on {socket_path}")
-    threading.Thread(target=publisher.sweep_forever, args=(threading.Event(),), daemon=True).start()
+    threading.Thread(target=publisher.grants.sweep_forever, args=(threading.Event(),), daemon=True).start()
     if ready is not None:
         ready()
     server.serve_forever()
