@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import jwt
 import pytest
 
@@ -34,8 +34,8 @@ def app_jwt(hub: GitHub, app_id: int, key: bytes | None = None, lifetime: int = 
     return jwt.encode(claims, key or hub.apps[app_id].private_key, algorithm="RS256")
 
 
-def client(hub: GitHub) -> httpx.Client:
-    return httpx.Client(
+def client(hub: GitHub) -> httpx2.Client:
+    return httpx2.Client(
         base_url=hub.url, verify=ssl.create_default_context(cafile=str(hub.ca_file)), timeout=30
     )
 
@@ -49,7 +49,7 @@ def test_app_jwt_is_checked_against_the_apps_public_key(hub: GitHub) -> None:
         assert http.get("/app", headers={"Authorization": f"Bearer {too_long}"}).status_code == 401
 
 
-def token(hub: GitHub, permissions: dict[str, str] | None = None) -> httpx.Response:
+def token(hub: GitHub, permissions: dict[str, str] | None = None) -> httpx2.Response:
     with client(hub) as http:
         return http.post(
             "/app/installations/111/access_tokens",

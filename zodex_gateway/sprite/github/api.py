@@ -1,4 +1,4 @@
-"""The GitHub REST calls the publisher makes (docs/github.md#github-calls), through httpx,
+"""The GitHub REST calls the publisher makes (docs/github.md#github-calls), through httpx2,
 the project's one HTTP client, with App JWTs from PyJWT.
 
 Only the publisher account runs this: it alone can read the keys. Nothing here logs or
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import httpx
+import httpx2
 import jwt
 
 from .errors import GitHubError
@@ -64,8 +64,8 @@ class GitHubApi:
         self.web_url = web_url.rstrip("/")
         self._verify = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
 
-    def _client(self, base: str) -> httpx.Client:
-        return httpx.Client(
+    def _client(self, base: str) -> httpx2.Client:
+        return httpx2.Client(
             base_url=base,
             verify=self._verify,
             trust_env=False,
@@ -77,7 +77,7 @@ class GitHubApi:
         try:
             with self._client(self.api_url) as http:
                 answer = http.request(method, path, headers={"Authorization": auth}, json=json)
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise GitHubError(f"GitHub {what} failed: {type(exc).__name__}: {exc}") from None
         if answer.status_code >= 300:
             raise GitHubError(f"GitHub {what} failed ({answer.status_code}): {_message(answer)}")
@@ -152,7 +152,7 @@ class GitHubApi:
         try:
             with self._client(self.web_url) as http:
                 answer = http.post(path, data=data, headers={"Accept": "application/json"})
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise GitHubError(f"GitHub {what} failed: {type(exc).__name__}: {exc}") from None
         if answer.status_code >= 300:
             raise GitHubError(f"GitHub {what} failed ({answer.status_code}): {_message(answer)}")
@@ -174,7 +174,7 @@ class GitHubApi:
         return self._form("device flow token request", "/login/oauth/access_token", data)
 
 
-def _message(answer: httpx.Response) -> str:
+def _message(answer: httpx2.Response) -> str:
     try:
         found = answer.json()
         message = str(found.get("message", "")) if isinstance(found, dict) else ""

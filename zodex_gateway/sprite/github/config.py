@@ -101,7 +101,7 @@ def check_github_value(leaf: str, raw: object) -> object:
             raise ConfigError(f"{name} must be an absolute path without '..', got {raw!r}")
         return str(pure)
     if kind == "account":
-        from zodex_gateway.sprite.settings import check_account_name
+        from zodex_gateway.config.kinds import check_account_name
 
         return check_account_name(raw, name)
     raise AssertionError(kind)
