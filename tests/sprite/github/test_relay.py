@@ -4,6 +4,7 @@ agent never holds a token."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -186,6 +187,9 @@ async def test_hostile_requests_on_the_socket_are_refused_with_nothing_changed(r
         '{"op": "publish-pr", "repo": "acme/widgets", "title": 5}': "title must be a string",
         '{"op": "publish-pr", "repo": "acme/widgets", "title": "t", "draft": "yes"}': "draft must be true or false",
         '{"op": "publish-pr", "repo": "other/thing", "title": "t"}': "repo is not covered by the writer App's installation",
+        '{"op": "request-push", "repo": "acme/widgets", "ttl_seconds": true}': "ttl_seconds must be a whole number",
+        '{"op": "request-push", "repo": "acme/widgets", "ttl_seconds": 0}': "ttl_seconds must be a whole number",
+        '{"op": "revoke-push", "repo": "../../etc"}': "repo must be in owner/repo form",
     }  # fmt: skip
     try:
         async with rig.sprite.mcp() as mcp:
@@ -383,3 +387,25 @@ async def test_the_publisher_killed_mid_push_leaves_githubs_ref_old_or_new(rig: 
     finally:
         rig.hub.hold = None
         rig.state.write_yolo(YoloState(), rig.owner)
+
+
+async def test_a_publish_ticket_pushes_its_one_branch_and_nothing_else(rig: Rig) -> None:
+    raw = f"python3 {rig.sprite.workspace}/raw_client.py {rig.socket}"
+    shutil.copy(Path(__file__).with_name("raw_client.py"), rig.sprite.workspace / "raw_client.py")
+    before = rig.hub.refs("acme/gadgets")
+    async with rig.sprite.mcp() as mcp:
+        line = json.dumps({"op": "publish-pr", "repo": "acme/gadgets", "title": "t"})
+        _, output = await run(mcp, f"{raw} line {shlex.quote(line)}", "/")
+        ticket = json.loads(output)["ticket"]
+        code, output = await run(
+            mcp,
+            "git clone -q https://github.com/acme/gadgets ticketed && cd ticketed && git commit -q --allow-empty -m t"
+            f" && ZODEX_PUBLISH_TICKET={ticket} git push origin HEAD:refs/heads/main",
+            str(rig.sprite.workspace),
+        )
+        assert code != 0 and "publish-pr pushes exactly one new branch, refs/heads/agent/" in output, output
+        code, output = await run(
+            mcp, f"ZODEX_PUBLISH_TICKET={ticket} git fetch origin", f"{rig.sprite.workspace}/ticketed"
+        )
+        assert code != 0 and "a publish ticket is for a push" in output, output
+    assert rig.hub.refs("acme/gadgets") == before
