@@ -277,3 +277,9 @@ def logs(config_path: Path | None, follow: bool, lines: int) -> None:
         fail(str(exc))
     except KeyboardInterrupt:
         pass
+
+
+# Last: it imports the helpers above.
+from zodex_gateway.cli.sprite_github import github as _github  # noqa: E402
+
+sprite.add_command(_github)

@@ -241,7 +241,8 @@ def _fields(read: ConfigValues) -> dict[str, Any]:
 
 def parse_document(document: Mapping[str, Any], config_path: Path) -> SpriteSettings:
     """Settings from a parsed TOML document; raises ConfigError naming the key."""
-    return settings_from(SCHEMA.read(document), config_path)
+    # [github] is read by sprite/github/config.py (docs/github.md#config).
+    return settings_from(SCHEMA.read({k: v for k, v in document.items() if k != "github"}), config_path)
 
 
 def read_document(path: Path) -> dict[str, Any]:
