@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Final
 
-from zodex_gateway.history import AgentRecord, HistoryStore, HistoryUnavailable
+from zodex_gateway.history import BY_PERSON, AgentRecord, HistoryStore, HistoryUnavailable, Invocation
 from zodex_gateway.observer.display import DisplayStream
 from zodex_gateway.observer.hub import EventHub
 from zodex_gateway.observer.timeline import TimelineReader, to_json
@@ -111,6 +111,11 @@ class ObserverFeed:
         if inv.tool_name == "exec_command" and inv.session_handle:
             self._remember(inv.session_handle, inv.agent_id, inv.id)
         self._publish_record(presentation_id)
+        command = self._command_reported_on(inv)
+        if command is not None and command != presentation_id:
+            # Typing is a record of its own, but its result is the command's latest too: its
+            # status, its screen, what the call waiting on it waits for (docs/observer.md).
+            self._publish_record(command)
         if inv.agent_id is not None and event_type == "invocation_completed":
             self._publish_agent(inv.agent_id, "agent_updated")
 
@@ -201,6 +206,16 @@ class ObserverFeed:
             self._publish_record(presentation_id)
         if agent_id is not None:
             self._publish_agent(agent_id, "agent_updated")
+
+    def _command_reported_on(self, inv: Invocation) -> str | None:
+        """The command record a model's ``write_stdin`` reports on, if any."""
+        if inv.tool_name != "write_stdin" or inv.by == BY_PERSON:
+            return None
+        handle = inv.session_handle or inv.args.get("session_handle")
+        if not isinstance(handle, str):
+            return None
+        agent_id, command = self._session(handle)
+        return command if agent_id == inv.agent_id else None
 
     def _remember(self, handle: str, agent_id: str | None, presentation_id: str) -> None:
         self._sessions[handle] = (agent_id, presentation_id)

@@ -294,6 +294,7 @@ def _command_fields(
         "poll_count": record.poll_count,
         "session_handle": record.target,
         "waiting_for": _waiting_for(latest) if status == "running" else None,
+        "screen": _screen(result) if status == "running" else None,
     }
     return fields, process["ended_at"] if ended and process else None
 
@@ -302,6 +303,12 @@ def _waiting_for(latest: Invocation) -> str | None:
     """The pattern the call now waiting on the command waits for (docs/tools.md#waiting-for-output)."""
     pattern = latest.args.get("wait_for") if latest.status == PENDING else None
     return pattern if isinstance(pattern, str) else None
+
+
+def _screen(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The screen the latest result on a running command showed (docs/output.md#screens)."""
+    screen = result.get("screen")
+    return screen if isinstance(screen, dict) else None
 
 
 def output_tail(

@@ -395,3 +395,38 @@ async def test_a_card_says_what_its_waiting_call_waits_for(tmp_path: Path) -> No
             await call(
                 mcp, "conv-wait", "write_stdin", session_handle=done["session_handle"], kill_process=True
             )
+
+
+async def test_a_full_screen_program_s_card_shows_its_screen(tmp_path: Path) -> None:
+    """docs/observer.md: a running command whose latest result showed a screen (vi here)
+    shows it on its card, a fixed-width block with the cursor's cell marked; it goes once
+    the command ended."""
+    (tmp_path / "notes.txt").write_text("first line of the notes\n")
+    with running(tmp_path) as (local, watch):
+        async with connected(local) as mcp, chromium() as browser:
+            page = await browser.new_page(viewport={"width": 1500, "height": 1000})
+            await open_board(page, watch)
+            opened = await call(
+                mcp, "conv-vi", "exec_command", cmd="vi notes.txt", workdir=str(tmp_path),
+                wait_for="first line of the notes", yield_time_ms=20000,
+            )  # fmt: skip
+            assert opened["wait"] == "matched" and "screen" in opened, opened
+            handle = opened["session_handle"]
+            typed = await call(
+                mcp, "conv-vi", "write_stdin", session_handle=handle, chars="Oadded from vi\x1b",
+                wait_for="added from vi", yield_time_ms=10000,
+            )  # fmt: skip
+            assert "added from vi" in typed["screen"]["rows"], typed
+            card = cards(page.get_by_test_id("column"), "command", "vi notes.txt")
+            screen = card.get_by_test_id("screen")
+            await expect(screen).to_contain_text("added from vi")
+            await expect(screen).to_contain_text("first line of the notes")
+            await expect(screen.locator(".screen-cursor")).to_have_count(1)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            await card.screenshot(path=str(ARTIFACTS / "vi-screen-card.png"))
+            await call(
+                mcp, "conv-vi", "write_stdin", session_handle=handle, chars=":wq\r", yield_time_ms=5000
+            )
+            await expect(card).to_have_attribute("data-status", "exited")
+            await expect(card.get_by_test_id("screen")).to_have_count(0)
+    assert (tmp_path / "notes.txt").read_text() == "added from vi\nfirst line of the notes\n"

@@ -156,7 +156,8 @@ function buildCommand(record) {
   this.outputEl = null;
   let output = null;
   if (text || running) {
-    const open = this.outputOpen ?? running;
+    // A full-screen program's stream is fragments: the screen above says it, so the stream starts closed.
+    const open = this.outputOpen ?? (running && !record.screen);
     this.outputSummary = h('summary', { text: outputLabel(text, record) });
     this.outputEl = h('pre', { class: 'output', 'data-testid': 'output', text });
     output = h('details', { class: 'output-box', open }, this.outputSummary, this.outputEl);
@@ -168,7 +169,7 @@ function buildCommand(record) {
       if (this.outputEl) this.outputEl.scrollTop = this.outputEl.scrollHeight;
     });
   }
-  return [head('$', command, record), meta, output, steerBox.call(this, record, running)];
+  return [head('$', command, record), meta, screenBlock(record), output, steerBox.call(this, record, running)];
 }
 
 // The typing box, on a running command's card when the runtime lets a person type
@@ -179,6 +180,32 @@ function steerBox(record, running) {
     this.steerBox = new SteerBox(record.session_handle);
   }
   return this.steerBox.el;
+}
+
+// A full-screen program's screen as its latest result showed it (docs/output.md#screens):
+// a fixed-width block of its rows, the cursor's cell marked.
+function screenBlock(record) {
+  const screen = record.screen;
+  if (!screen || !Array.isArray(screen.rows)) return null;
+  const [cursorRow, cursorColumn] = Array.isArray(screen.cursor) ? screen.cursor : [-1, -1];
+  const rows = screen.rows.map((row, index) => {
+    if (index !== cursorRow) return h('div', { class: 'screen-row', text: row || ' ' });
+    const padded = row.padEnd(cursorColumn + 1, ' ');
+    return h(
+      'div',
+      { class: 'screen-row' },
+      padded.slice(0, cursorColumn),
+      h('span', { class: 'screen-cursor', text: padded[cursorColumn] }),
+      padded.slice(cursorColumn + 1),
+    );
+  });
+  const label = `Screen · ${screen.alternate ? 'full-screen program' : 'redrawn'}${screen.title ? ` · ${screen.title}` : ''}`;
+  return h(
+    'details',
+    { class: 'output-box', open: true },
+    h('summary', { text: label }),
+    h('div', { class: 'screen', 'data-testid': 'screen' }, ...rows),
+  );
 }
 
 function buildFiles(record) {
