@@ -93,7 +93,12 @@ class CallLog:
         self._aliases: dict[str, str | None] = {}
 
     def completed(
-        self, tool: str, args: dict[str, Any], result: types.CallToolResult, note: CallNote
+        self,
+        tool: str,
+        args: dict[str, Any],
+        result: types.CallToolResult,
+        note: CallNote,
+        ended: float | None = None,
     ) -> None:
         labelled = (
             result.structured_content if tool == tools.SET_AGENT_ALIAS and not result.is_error else None
@@ -103,4 +108,4 @@ class CallLog:
         if note.agent_id is not None and note.agent_id in self._aliases:
             note.alias = self._aliases[note.agent_id]
         if log.isEnabledFor(logging.INFO):
-            log.info("%s", call_line(tool, args, result, note))
+            log.info("%s", call_line(tool, args, result, note, ended))

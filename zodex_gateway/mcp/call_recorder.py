@@ -136,9 +136,12 @@ class CallRecorder:
             watcher.agent_updated(updated)
         return updated
 
-    def logged(self, call: ToolCall, result: types.CallToolResult, note: CallNote) -> None:
-        """The call's one line in the log (docs/modes.md#logs)."""
-        self._call_log.completed(call.name, call.args, result, note)
+    def logged(
+        self, call: ToolCall, result: types.CallToolResult, note: CallNote, ended: float | None = None
+    ) -> None:
+        """The call's one line in the log (docs/modes.md#logs); ``ended``: when it was answered
+        (``time.monotonic()``; default now)."""
+        self._call_log.completed(call.name, call.args, result, note, ended)
 
 
 def stop_kind(call: ToolCall) -> str | None:

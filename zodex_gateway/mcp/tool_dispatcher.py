@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ from mcp.server.context import ServerRequestContext
 
 from zodex_gateway.history import AgentRecord, HistoryUnavailable
 from zodex_gateway.mcp import tools
+from zodex_gateway.mcp.after_answer import after_answer
 from zodex_gateway.mcp.alias_tool import set_agent_alias
 from zodex_gateway.mcp.call_log import CallNote
 from zodex_gateway.mcp.call_recorder import CallRecorder
@@ -89,18 +91,25 @@ class ToolDispatcher:
         """One tool call; ``meta``: the request's ``_meta``; ``request``: the HTTP request
         (None over stdio). Both only say who is calling (docs/agents.md#identity)."""
         call = ToolCall(params.name, params.arguments or {}, ctx=ctx)
-        # One line in the log per call, whichever way it ends (docs/modes.md#logs).
+        # One line in the log per call, whichever way it ends (docs/modes.md#logs), written
+        # once the answer is on its way.
         note = CallNote()
         try:
             result = await self._call(call, meta, request, note)
         except asyncio.CancelledError:  # its client cancelled it (docs/tools.md#progress-and-cancellation)
-            self._recorder.logged(call, error_result(CANCELLED), note)
+            self._log_after_answer(call, error_result(CANCELLED), note)
             raise
         except Exception as exc:
-            self._recorder.logged(call, error_result(f"internal error ({type(exc).__name__})"), note)
+            self._log_after_answer(call, error_result(f"internal error ({type(exc).__name__})"), note)
             raise
-        self._recorder.logged(call, result, note)
+        self._log_after_answer(call, result, note)
         return result
+
+    def _log_after_answer(self, call: ToolCall, result: types.CallToolResult, note: CallNote) -> None:
+        ended = time.monotonic()  # the duration is the client's wait, not the log's
+        after_answer(
+            lambda: self._recorder.logged(call, result, note, ended), in_request_task=call.ctx is not None
+        )
 
     async def _call(self, call: ToolCall, meta: Any, request: Any, note: CallNote) -> types.CallToolResult:
         try:
@@ -126,7 +135,9 @@ class ToolDispatcher:
             self._recorder.complete(call, Outcome(error_result(CANCELLED), CANCELLED))
             raise
         note.created_handle = outcome.created_handle
-        self._recorder.complete(call, outcome)
+        # Completed once the answer is on its way: the client does not wait for the write.
+        begun = call
+        after_answer(lambda: self._recorder.complete(begun, outcome), in_request_task=call.ctx is not None)
         return self._context.attached(outcome.result, agent, real, not outcome.result.is_error)
 
     def _set_agent_alias(self, agent: AgentRecord | None, args: dict[str, Any]) -> types.CallToolResult:
