@@ -1,5 +1,5 @@
-"""Work a tool call leaves until its answer is on its way: the call's completion in history
-and its line in the log (docs/history.md#recording, docs/modes.md#logs).
+"""Work a tool call leaves until its answer is on its way: telling the viewers it completed,
+and its line in the log (docs/observer.md, docs/modes.md#logs).
 
 The SDK runs each request in a task of its own that hands the answer to the transport and
 then ends. Work left for after the answer runs when that task is done, so a client waiting

@@ -132,12 +132,13 @@ class ToolDispatcher:
             outcome = await self.workers.run(call)
         except asyncio.CancelledError:
             # Completed, so history does not show it running forever.
-            self._recorder.complete(call, Outcome(error_result(CANCELLED), CANCELLED))
+            self._recorder.complete(call, Outcome(error_result(CANCELLED), CANCELLED))()
             raise
         note.created_handle = outcome.created_handle
-        # Completed once the answer is on its way: the client does not wait for the write.
-        begun = call
-        after_answer(lambda: self._recorder.complete(begun, outcome), in_request_task=call.ctx is not None)
+        # Completed before the answer: whoever holds the answer finds the call completed in
+        # history, from any process. Viewers are told once the answer is on its way.
+        tell_viewers = self._recorder.complete(call, outcome)
+        after_answer(tell_viewers, in_request_task=call.ctx is not None)
         return self._context.attached(outcome.result, agent, real, not outcome.result.is_error)
 
     def _set_agent_alias(self, agent: AgentRecord | None, args: dict[str, Any]) -> types.CallToolResult:
