@@ -102,13 +102,13 @@ class CallRecorder:
             watcher.call_started(invocation)
         return invocation
 
-    def complete(self, call: ToolCall, outcome: Outcome) -> Callable[[], None]:
+    def complete(self, call: ToolCall, outcome: Outcome) -> Callable[[], None] | None:
         """Records how the begun ``call`` ended (``call.invocation``), redacted. Returns what
-        tells the viewers, for the caller to run when it likes (after the answer)."""
+        tells the viewers (None: nobody to tell), for the caller to run after the answer."""
         history = self._local.history
         invocation = call.invocation
         if history is None or invocation is None:
-            return _nothing
+            return None
         ok = not outcome.result.is_error
         try:
             known = self._local.secrets.snapshot()
@@ -129,7 +129,7 @@ class CallRecorder:
             for watcher in watchers:
                 watcher.call_completed(invocation)
 
-        return tell_viewers if watchers else _nothing
+        return tell_viewers if watchers else None
 
     def label(self, agent: AgentRecord, alias: str | None) -> AgentRecord:
         """``agent`` labelled ``alias`` (None: no label), redacted as viewers read it.
@@ -144,16 +144,10 @@ class CallRecorder:
             watcher.agent_updated(updated)
         return updated
 
-    def logged(
-        self, call: ToolCall, result: types.CallToolResult, note: CallNote, ended: float | None = None
-    ) -> None:
-        """The call's one line in the log (docs/modes.md#logs); ``ended``: when it was answered
-        (``time.monotonic()``; default now)."""
-        self._call_log.completed(call.name, call.args, result, note, ended)
-
-
-def _nothing() -> None:
-    pass
+    def logged(self, call: ToolCall, result: types.CallToolResult, note: CallNote) -> None:
+        """The call's one line in the log (docs/modes.md#logs), its duration up to now,
+        written once the answer is on its way."""
+        self._call_log.completed(call.name, call.args, result, note, in_request_task=call.ctx is not None)
 
 
 def stop_kind(call: ToolCall) -> str | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -91,25 +90,18 @@ class ToolDispatcher:
         """One tool call; ``meta``: the request's ``_meta``; ``request``: the HTTP request
         (None over stdio). Both only say who is calling (docs/agents.md#identity)."""
         call = ToolCall(params.name, params.arguments or {}, ctx=ctx)
-        # One line in the log per call, whichever way it ends (docs/modes.md#logs), written
-        # once the answer is on its way.
+        # One line in the log per call, whichever way it ends (docs/modes.md#logs).
         note = CallNote()
         try:
             result = await self._call(call, meta, request, note)
         except asyncio.CancelledError:  # its client cancelled it (docs/tools.md#progress-and-cancellation)
-            self._log_after_answer(call, error_result(CANCELLED), note)
+            self._recorder.logged(call, error_result(CANCELLED), note)
             raise
         except Exception as exc:
-            self._log_after_answer(call, error_result(f"internal error ({type(exc).__name__})"), note)
+            self._recorder.logged(call, error_result(f"internal error ({type(exc).__name__})"), note)
             raise
-        self._log_after_answer(call, result, note)
+        self._recorder.logged(call, result, note)
         return result
-
-    def _log_after_answer(self, call: ToolCall, result: types.CallToolResult, note: CallNote) -> None:
-        ended = time.monotonic()  # the duration is the client's wait, not the log's
-        after_answer(
-            lambda: self._recorder.logged(call, result, note, ended), in_request_task=call.ctx is not None
-        )
 
     async def _call(self, call: ToolCall, meta: Any, request: Any, note: CallNote) -> types.CallToolResult:
         try:
@@ -132,13 +124,16 @@ class ToolDispatcher:
             outcome = await self.workers.run(call)
         except asyncio.CancelledError:
             # Completed, so history does not show it running forever.
-            self._recorder.complete(call, Outcome(error_result(CANCELLED), CANCELLED))()
+            tell_viewers = self._recorder.complete(call, Outcome(error_result(CANCELLED), CANCELLED))
+            if tell_viewers is not None:
+                tell_viewers()
             raise
         note.created_handle = outcome.created_handle
         # Completed before the answer: whoever holds the answer finds the call completed in
         # history, from any process. Viewers are told once the answer is on its way.
         tell_viewers = self._recorder.complete(call, outcome)
-        after_answer(tell_viewers, in_request_task=call.ctx is not None)
+        if tell_viewers is not None:
+            after_answer(tell_viewers, in_request_task=call.ctx is not None)
         return self._context.attached(outcome.result, agent, real, not outcome.result.is_error)
 
     def _set_agent_alias(self, agent: AgentRecord | None, args: dict[str, Any]) -> types.CallToolResult:
