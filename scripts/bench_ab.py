@@ -112,7 +112,8 @@ class Variant:
         """CPU seconds used so far by the stdio gateway and by its workers."""
         t = self.gateway.cpu_times()
         workers = 0.0
-        for child in self.gateway.children():
+        # Workers are forked from the gateway's template: its grandchildren.
+        for child in self.gateway.children(recursive=True):
             with contextlib.suppress(psutil.Error):
                 c = child.cpu_times()
                 workers += c.user + c.system

@@ -185,3 +185,27 @@ async def test_the_runtime_log_rotates_at_log_max_size(tmp_path: Path) -> None:
         assert not (logs / "runtime.log.3").exists(), "log.keep = 2"
         for path in logs.glob("runtime.log*"):
             assert path.stat().st_size <= 64 * 1024 + 8 * 1024, path  # at most a line over
+
+
+async def test_a_calls_line_is_written_while_its_client_stays_connected(tmp_path: Path) -> None:
+    # The line is written once the answer is on its way (after the SDK's request task), not
+    # when the client's session ends.
+    workdir = str(tmp_path)
+    with local_env() as local:
+        local.run("local", "start", workdir)
+        async with connected(local) as mcp:
+            await mcp.exec("exit 7", workdir)
+            line = wait_for_value(
+                lambda: next(
+                    (x for x in call_lines(log_path(local).read_text()) if "exit_code=7" in x), None
+                ),
+                what="the call's line in runtime.log",
+            )
+            assert "call exec_command agent=" in line and "outcome=ok exit_code=7 duration_ms=" in line
+            await mcp.exec("exit 8", workdir)  # the session still serves calls, each with its line
+            wait_for_value(
+                lambda: next(
+                    (x for x in call_lines(log_path(local).read_text()) if "exit_code=8" in x), None
+                ),
+                what="the second call's line in runtime.log",
+            )

@@ -6,7 +6,8 @@ in history, which viewers read redacted. Only the tool name, the agent, the work
 session handle, the outcome and the duration are written; an error keeps its first line,
 cut short where an ``Invalid patch…`` message starts quoting the patch.
 
-The lines go to the ``zodex.calls`` logger at info level: the Local runtime logs info to
+Each line is written once the call's answer is on its way (:mod:`.after_answer`). The lines
+go to the ``zodex.calls`` logger at info level: the Local runtime logs info to
 ``runtime.log`` (through the redacting formatter), while a foreground gateway logs only
 warnings to its stderr, so these lines do not reach a stdio client's terminal.
 """
@@ -23,6 +24,7 @@ from typing import Any
 import mcp_types as types
 
 from zodex_gateway.mcp import tools
+from zodex_gateway.mcp.after_answer import after_answer
 
 log = logging.getLogger("zodex.calls")
 
@@ -93,8 +95,17 @@ class CallLog:
         self._aliases: dict[str, str | None] = {}
 
     def completed(
-        self, tool: str, args: dict[str, Any], result: types.CallToolResult, note: CallNote
+        self,
+        tool: str,
+        args: dict[str, Any],
+        result: types.CallToolResult,
+        note: CallNote,
+        ended: float | None = None,
+        *,
+        in_request_task: bool = False,
     ) -> None:
+        """``ended``: when the call was answered (default now); the line is written once the
+        answer is on its way when the call runs in a request task of its own (after_answer)."""
         labelled = (
             result.structured_content if tool == tools.SET_AGENT_ALIAS and not result.is_error else None
         )
@@ -102,5 +113,9 @@ class CallLog:
             self._aliases[labelled["agent_id"]] = labelled.get("alias") or None
         if note.agent_id is not None and note.agent_id in self._aliases:
             note.alias = self._aliases[note.agent_id]
-        if log.isEnabledFor(logging.INFO):
-            log.info("%s", call_line(tool, args, result, note))
+        if log.isEnabledFor(logging.INFO):  # else (a foreground gateway) nothing is left for later
+            now = time.monotonic() if ended is None else ended
+            after_answer(
+                lambda: log.info("%s", call_line(tool, args, result, note, now)),
+                in_request_task=in_request_task,
+            )

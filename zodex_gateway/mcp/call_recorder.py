@@ -1,6 +1,7 @@
 """What a gateway records of its tool calls: who called (the agent of an identity, looked up
 once while it is among those met lately), each call begun and completed in history with
-what it holds redacted, the viewers told as it happens, and one line in the log per call.
+what it holds redacted, the viewers told (of a completion once the answer is on its way),
+and one line in the log per call.
 
 Without history (Sprite, the fleet, ``--no-history``) only the log line is written. With
 history, nothing runs unrecorded — except a stop: a ``write_stdin`` that kills or interrupts
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
@@ -100,12 +102,13 @@ class CallRecorder:
             watcher.call_started(invocation)
         return invocation
 
-    def complete(self, call: ToolCall, outcome: Outcome) -> None:
-        """Records how the begun ``call`` ended (``call.invocation``), redacted."""
+    def complete(self, call: ToolCall, outcome: Outcome) -> Callable[[], None] | None:
+        """Records how the begun ``call`` ended (``call.invocation``), redacted. Returns what
+        tells the viewers (None: nobody to tell), for the caller to run after the answer."""
         history = self._local.history
         invocation = call.invocation
         if history is None or invocation is None:
-            return
+            return None
         ok = not outcome.result.is_error
         try:
             known = self._local.secrets.snapshot()
@@ -120,8 +123,13 @@ class CallRecorder:
             )
         except HistoryUnavailable as exc:
             log.error("history could not complete %s: %s", invocation, exc)
-        for watcher in self._local.watchers:
-            watcher.call_completed(invocation)
+        watchers = self._local.watchers
+
+        def tell_viewers() -> None:
+            for watcher in watchers:
+                watcher.call_completed(invocation)
+
+        return tell_viewers if watchers else None
 
     def label(self, agent: AgentRecord, alias: str | None) -> AgentRecord:
         """``agent`` labelled ``alias`` (None: no label), redacted as viewers read it.
@@ -137,8 +145,9 @@ class CallRecorder:
         return updated
 
     def logged(self, call: ToolCall, result: types.CallToolResult, note: CallNote) -> None:
-        """The call's one line in the log (docs/modes.md#logs)."""
-        self._call_log.completed(call.name, call.args, result, note)
+        """The call's one line in the log (docs/modes.md#logs), its duration up to now,
+        written once the answer is on its way."""
+        self._call_log.completed(call.name, call.args, result, note, in_request_task=call.ctx is not None)
 
 
 def stop_kind(call: ToolCall) -> str | None:

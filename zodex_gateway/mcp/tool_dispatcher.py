@@ -19,6 +19,7 @@ from mcp.server.context import ServerRequestContext
 
 from zodex_gateway.history import AgentRecord, HistoryUnavailable
 from zodex_gateway.mcp import tools
+from zodex_gateway.mcp.after_answer import after_answer
 from zodex_gateway.mcp.alias_tool import set_agent_alias
 from zodex_gateway.mcp.call_log import CallNote
 from zodex_gateway.mcp.call_recorder import CallRecorder
@@ -123,10 +124,16 @@ class ToolDispatcher:
             outcome = await self.workers.run(call)
         except asyncio.CancelledError:
             # Completed, so history does not show it running forever.
-            self._recorder.complete(call, Outcome(error_result(CANCELLED), CANCELLED))
+            tell_viewers = self._recorder.complete(call, Outcome(error_result(CANCELLED), CANCELLED))
+            if tell_viewers is not None:
+                tell_viewers()
             raise
         note.created_handle = outcome.created_handle
-        self._recorder.complete(call, outcome)
+        # Completed before the answer: whoever holds the answer finds the call completed in
+        # history, from any process. Viewers are told once the answer is on its way.
+        tell_viewers = self._recorder.complete(call, outcome)
+        if tell_viewers is not None:
+            after_answer(tell_viewers, in_request_task=call.ctx is not None)
         return self._context.attached(outcome.result, agent, real, not outcome.result.is_error)
 
     def _set_agent_alias(self, agent: AgentRecord | None, args: dict[str, Any]) -> types.CallToolResult:

@@ -6,6 +6,7 @@ Over the in-process twin of the dispatcher (see test_tool_handlers.py for why it
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -128,3 +129,35 @@ def test_an_invalid_patch_error_is_cut_before_it_quotes_the_patch() -> None:
     failed = "apply_patch failed: 0 of 1 file operations succeeded. No files were changed.\n\nFailed:"
     assert error_summary("apply_patch", failed) == failed.split("\n")[0]
     assert error_summary("exec_command", "x" * 1000) == "x" * 300
+
+
+class _RequestContext:
+    """What a tool call reads of the SDK's request context: no ``_meta``, no HTTP request."""
+
+    meta = None
+    request = None
+
+
+async def test_the_line_is_written_once_the_answer_is_on_its_way(
+    handlers: ToolDispatcher, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The SDK answers each request in a task of its own: the line comes when that task is done,
+    # its duration still the time to the answer.
+    caplog.set_level(logging.INFO, logger="zodex.calls")
+    params = types.CallToolRequestParams(
+        name="exec_command", arguments={"cmd": "true", "workdir": str(tmp_path)}
+    )
+    lines_at_answer: list[int] = []
+
+    async def request() -> types.CallToolResult:
+        result = await handlers.call_tool(_RequestContext(), params)  # type: ignore[arg-type]
+        lines_at_answer.append(len(call_lines(caplog)))
+        return result
+
+    task = asyncio.get_running_loop().create_task(request())
+    result = await task
+    assert not result.is_error
+    assert lines_at_answer == [0], "no line before the answer is handed back"
+    await asyncio.sleep(0)  # the task's done callbacks run on the loop's next step
+    [line] = call_lines(caplog)
+    assert line["tool"] == "exec_command" and line["outcome"] == "ok" and line["exit"] == "0"
