@@ -233,6 +233,13 @@ def _command_body(text: Text, record: Record, *, show_command: bool) -> None:
     if record.get("session_handle"):
         details.append(f"session {record['session_handle']}")
     _lines(text, " · ".join(details), style="dim")
+    screen = record.get("screen")
+    if isinstance(screen, dict) and isinstance(screen.get("rows"), list):
+        # A full-screen program: its screen, as a terminal shows it (docs/output.md#screens).
+        title = f" · {screen['title']}" if screen.get("title") else ""
+        _lines(text, f"screen{title}", style="dim italic")
+        _lines(text, "\n".join(str(row) for row in screen["rows"]) or " ")
+        return
     tail = str(record.get("output_tail") or "").rstrip("\n")
     if not tail:
         _lines(text, "(no output)", style="dim italic")

@@ -200,6 +200,10 @@ def test_record_lines() -> None:
     failed = {"kind": "generic", "tool_name": "exec_command", "status": "error", "error": "no such dir\nmore"}
     assert "✗ exec_command  no such dir" in render.record_text(failed).plain
     assert "\x1b" not in render.record_text(command("p3", output_tail="\x1b[31mred"), expanded=True).plain
+    drawn = {"rows": ["hello from vi", "~"], "cursor": [0, 3], "title": "notes", "alternate": True}
+    vi = render.record_text(command("p7", output_tail="garbled", screen=drawn), expanded=True).plain
+    rows = [x.strip() for x in vi.split("\n")]
+    assert rows[-3:] == ["screen · notes", "hello from vi", "~"] and "garbled" not in vi, rows
 
 
 def test_file_paths_are_shown_relative_to_the_workdir() -> None:
