@@ -203,6 +203,16 @@ def status(config_path: Path | None, as_json: bool) -> None:
     click.echo(f"  agent account:   {info.agent_user}")
     click.echo(f"  public URL:      {info.public_url}")
     click.echo(f"  active sessions: {sessions}")
+    click.echo(f"  github:          {github_line(info.github)}")
+
+
+def github_line(github: dict[str, Any] | None) -> str:
+    """GitHub's mode and its publisher in one line (docs/github.md#yolo-default-status)."""
+    if github is None:
+        return "not set up (zodex sprite github setup)"
+    socket = "present" if github["publisher_socket"] else "absent: the publisher is not running"
+    grants = github["push_grants"]
+    return f"{github['mode']} mode, publisher socket {socket}, {grants} live push grant{'s' if grants != 1 else ''}"
 
 
 @sprite.command()
@@ -218,6 +228,12 @@ def health(config_path: Path | None) -> None:
     except HealthError as exc:
         fail(str(exc))
     click.echo(f"healthy: version {found.version}, tools {', '.join(found.tools)} at {settings.local_url()}")
+    from zodex_gateway.sprite.github.operator import github_summary
+
+    github = github_summary(settings.config_path)
+    click.echo(f"github: {github_line(github)}")
+    if github is not None and not github["publisher_socket"]:
+        fail("GitHub is set up but its publisher is not running: clone, fetch and push fail until it is")
 
 
 @sprite.command()

@@ -37,6 +37,8 @@ class SpriteStatus:
     agent_user: str
     public_url: str
     active_sessions: int | None
+    # GitHub's mode and publisher (docs/github.md), None when GitHub is not set up.
+    github: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -113,10 +115,13 @@ def _optional(found: dict[str, Any], name: str, kind: type) -> Any:
 
 
 def sprite_status(settings: SpriteSettings) -> SpriteStatus:
+    from zodex_gateway.sprite.github.operator import github_summary
+
     found = _read_status_file(settings.status_file)
     common = {"agent_user": settings.agent_user, "public_url": settings.base_url()}
+    github = github_summary(settings.config_path)
     if isinstance(found, str):
-        return SpriteStatus(False, found, None, None, None, None, active_sessions=None, **common)
+        return SpriteStatus(False, found, None, None, None, None, active_sessions=None, github=github, **common)
     pid = int(found["pid"])
     service = lookup_user(settings.service_user)
     if service is None or not is_sprite_process(pid, service.uid):
@@ -128,6 +133,7 @@ def sprite_status(settings: SpriteSettings) -> SpriteStatus:
             _optional(found, "version", str),
             _optional(found, "started_at", str),
             active_sessions=None,
+            github=github,
             **common,
         )
     return SpriteStatus(
@@ -138,5 +144,6 @@ def sprite_status(settings: SpriteSettings) -> SpriteStatus:
         _optional(found, "version", str),
         _optional(found, "started_at", str),
         active_sessions=count_sessions(settings.agent_user),
+        github=github,
         **common,
     )

@@ -5,6 +5,7 @@ nothing; once set up, the model's git works through the publisher setup configur
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shlex
@@ -15,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,6 +149,16 @@ def publisher_from(setup_output: str) -> Iterator[subprocess.Popen[bytes]]:
         process.stderr.close()
 
 
+def sprite_status(op: Operator) -> dict[str, Any]:
+    """``zodex sprite status --json`` (it exits 1 while the service is not running)."""
+    done = subprocess.run(
+        [ZODEX, "sprite", "status", "--json", "--config", str(op.sprite.config)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
 def snapshot(op: Operator) -> tuple[str, bool, bool, bool]:
     exists = subprocess.run(["id", "-u", op.publisher_user], capture_output=True, check=False).returncode == 0
     return (op.sprite.config.read_text(), op.publisher_dir.exists(), op.bin_dir.exists(), exists)
@@ -202,6 +214,11 @@ async def test_setup_then_the_model_clones_publishes_and_pushes_under_yolo(opera
         assert path.stat().st_mode & 0o077 == 0, path
     status = operator.zodex("status")
     assert "github-mode: default" in status.stdout, status
+    assert sprite_status(operator)["github"] == {
+        "mode": "default",
+        "publisher_socket": False,
+        "push_grants": 0,
+    }
     workspace = str(operator.sprite.workspace)
     with publisher_from(again.stdout):
         wait_until(operator.socket.exists, timeout=30, what="the publisher's socket")
@@ -224,6 +241,8 @@ async def test_setup_then_the_model_clones_publishes_and_pushes_under_yolo(opera
             assert code == 0, output
             assert "refs/heads/direct" in operator.hub.refs("acme/widgets")
             assert "repo-expires-at: acme/widgets" in operator.zodex("status").stdout
+            told = sprite_status(operator)["github"]
+            assert (told["mode"], told["publisher_socket"]) == ("yolo", True), told
             assert operator.zodex("yolo", "--repo", "../x").returncode == 1
             assert operator.zodex("yolo", "--ttl", "5x").stderr.startswith("error: unsupported TTL unit `x`")
             default = operator.zodex("default")

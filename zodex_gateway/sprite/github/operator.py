@@ -331,6 +331,21 @@ def status_lines(config: GitHubConfig) -> list[str]:
     return lines
 
 
+def github_summary(config_path: Path) -> dict[str, Any] | None:
+    """What ``zodex sprite status`` and ``health`` tell of GitHub (docs/github.md): the mode,
+    whether the publisher's socket is there, the live push grants; None when not set up."""
+    config = parse_github(read_document(config_path))
+    if config is None:
+        return None
+    told = dict(line.split(": ", 1) for line in status_lines(config) if ": " in line)
+    grants = told.get("push-grants", "")
+    return {
+        "mode": told.get("github-mode", "unknown"),
+        "publisher_socket": config.socket.is_socket(),
+        "push_grants": int(grants) if grants.isdigit() else None,
+    }
+
+
 def _checked_repo(repo: str) -> str:
     try:
         return checked_repos([repo])[0]
