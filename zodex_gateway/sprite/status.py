@@ -121,7 +121,9 @@ def sprite_status(settings: SpriteSettings) -> SpriteStatus:
     common = {"agent_user": settings.agent_user, "public_url": settings.base_url()}
     github = github_summary(settings.config_path)
     if isinstance(found, str):
-        return SpriteStatus(False, found, None, None, None, None, active_sessions=None, github=github, **common)
+        return SpriteStatus(
+            False, found, None, None, None, None, active_sessions=None, github=github, **common
+        )
     pid = int(found["pid"])
     service = lookup_user(settings.service_user)
     if service is None or not is_sprite_process(pid, service.uid):
