@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from zodex_protocol.messages import MIN_PROGRESS_MS
 from zodex_protocol.progress import ProgressNote
@@ -29,11 +29,11 @@ class CallWait:
 
     progress_ms: int | None = None
     report: ProgressSink | None = None
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    cancelled: bool = False
     _wake: Callable[[], None] | None = None
 
     def cancel(self) -> None:
-        self.stop.set()
+        self.cancelled = True
         if self._wake is not None:
             self._wake()
 
@@ -47,7 +47,7 @@ class CallWait:
         return ProgressTicker(max(self.progress_ms, MIN_PROGRESS_MS) / 1000, note, self.report)
 
     def raise_if_cancelled(self) -> None:
-        if self.stop.is_set():
+        if self.cancelled:
             raise WaitCancelled
 
 

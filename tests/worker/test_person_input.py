@@ -5,34 +5,16 @@ model's poll in progress (docs/protocol.md#requests-and-replies)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.worker_process import RawDealer, WorkerProcess, running_worker
+from tests.support.worker_process import RawDealer, WorkerProcess
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope
 from zodex_protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture(scope="module")
-def worker() -> Iterator[WorkerProcess]:
-    with running_worker() as w:
-        yield w
-        if w.process.poll() is None:
-            w.dealer().request(messages.SHUTDOWN, {}, timeout=15)
-
-
-@pytest.fixture
-def dealer(worker: WorkerProcess) -> Iterator[RawDealer]:
-    d = worker.dealer()
-    try:
-        yield d
-    finally:
-        d.socket.close(linger=0)
 
 
 def person(dealer: RawDealer, handle: str, chars: Any) -> Envelope:

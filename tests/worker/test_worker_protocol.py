@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import msgpack
@@ -21,23 +20,6 @@ from zodex_system import proctree
 from zodex_worker.session import EVENT_BYTES, READ_CHUNK
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture(scope="module")
-def worker() -> Iterator[WorkerProcess]:
-    with running_worker() as w:
-        yield w
-        if w.process.poll() is None:
-            w.dealer().request(messages.SHUTDOWN, {}, timeout=15)
-
-
-@pytest.fixture
-def dealer(worker: WorkerProcess) -> Iterator[RawDealer]:
-    d = worker.dealer()
-    try:
-        yield d
-    finally:
-        d.socket.close(linger=0)
 
 
 def assert_error(reply: Envelope, code: ErrorCode, re: str | None) -> None:
