@@ -29,6 +29,10 @@ if $for_tests; then
     command -v runuser >/dev/null || need_apt+=(util-linux)
     # The deployment walk-through puts Debian's haproxy in front of two gateways (docs/deploy.md).
     command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || need_apt+=(haproxy)
+    # The screen tests compare with tmux as the reference terminal and drive vim, less and dialog.
+    for program in tmux vim less dialog; do
+        command -v "$program" >/dev/null || need_apt+=("$program")
+    done
 fi
 if ((${#need_apt[@]})) && command -v apt-get >/dev/null; then
     SUDO=""
