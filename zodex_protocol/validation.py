@@ -50,6 +50,12 @@ def check_type(args: Mapping[str, Any], name: str, kind: type, *, required: bool
     return value
 
 
+def check_optional(args: Mapping[str, Any], kinds: Mapping[str, type]) -> None:
+    """The JSON types of optional arguments, checked in ``kinds``' order (the first wrong one is named)."""
+    for name, kind in kinds.items():
+        check_type(args, name, kind, required=False)
+
+
 def check_no_nul(name: str, value: str) -> None:
     """A path or command line cannot hold NUL: the OS would refuse it deep inside the worker."""
     if "\x00" in value:
@@ -68,9 +74,7 @@ def check_exec_args(args: Mapping[str, Any], limits: Limits) -> str:
     """docs/tools.md#exec_command order: workdir absolute → exists → directory, then cmd. Returns the real path."""
     cmd = check_type(args, "cmd", str, required=True)
     workdir = check_type(args, "workdir", str, required=True)
-    check_type(args, "yield_time_ms", int, required=False)
-    check_type(args, "timeout_ms", int, required=False)
-    check_type(args, "wait_for", str, required=False)
+    check_optional(args, {"yield_time_ms": int, "timeout_ms": int, "wait_for": str})
     real = check_workdir(workdir)
     if not cmd.strip():
         raise ProtocolError(ErrorCode.INVALID_ARGUMENT, "cmd must not be empty")
@@ -82,9 +86,7 @@ def check_exec_args(args: Mapping[str, Any], limits: Limits) -> str:
 def check_write_args(args: Mapping[str, Any], limits: Limits) -> str:
     handle = check_type(args, "session_handle", str, required=True)
     chars = check_type(args, "chars", str, required=False)
-    check_type(args, "yield_time_ms", int, required=False)
-    check_type(args, "kill_process", bool, required=False)
-    check_type(args, "wait_for", str, required=False)
+    check_optional(args, {"yield_time_ms": int, "kill_process": bool, "wait_for": str})
     # No handle is longer; refused as any oversized argument rather than echoed back whole.
     check_length("session_handle", handle, MAX_HANDLE_CHARS)
     if chars:

@@ -3,11 +3,16 @@ commands, a thin click layer over ``zodex_gateway.sprite.github.operator``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from zodex_gateway.cli.sprite import _config_option, _config_path, _one_line_errors, fail
+
+if TYPE_CHECKING:
+    from zodex_gateway.sprite.github.config import GitHubConfig
 
 
 def _ttl(ttl: str, no_ttl: bool) -> int | None:
@@ -19,6 +24,21 @@ def _ttl(ttl: str, no_ttl: bool) -> int | None:
         return parse_ttl(ttl)
     except StateError as exc:
         fail(str(exc))
+
+
+def _github_config(config_path: Path | None) -> GitHubConfig:
+    """The ``[github]`` table of the config: loaded the same way for every command."""
+    from zodex_gateway.sprite.github.operator import load_github
+
+    return load_github(_config_path(config_path))
+
+
+def _echo_lines(lines: Iterable[str]) -> None:
+    for line in lines:
+        click.echo(line)
+
+
+_repo_option = click.option("--repo", required=True, help="owner/repo")
 
 
 @click.group()
@@ -93,11 +113,10 @@ def setup(
 @_one_line_errors
 def yolo(config_path: Path | None, repos: tuple[str, ...], ttl: str, no_ttl: bool) -> None:
     """Let the agent push anything (branches, tags, deletes, force) to these repos."""
-    from zodex_gateway.sprite.github.operator import load_github, set_yolo
+    from zodex_gateway.sprite.github.operator import set_yolo
 
     seconds = _ttl(ttl, no_ttl)
-    for line in set_yolo(load_github(_config_path(config_path)), list(repos), seconds):
-        click.echo(line)
+    _echo_lines(set_yolo(_github_config(config_path), list(repos), seconds))
 
 
 @github.command()
@@ -105,10 +124,9 @@ def yolo(config_path: Path | None, repos: tuple[str, ...], ttl: str, no_ttl: boo
 @_one_line_errors
 def default(config_path: Path | None) -> None:
     """Back to the default mode: clone and fetch, no direct push (grants are kept)."""
-    from zodex_gateway.sprite.github.operator import load_github, set_default
+    from zodex_gateway.sprite.github.operator import set_default
 
-    for line in set_default(load_github(_config_path(config_path))):
-        click.echo(line)
+    _echo_lines(set_default(_github_config(config_path)))
 
 
 @github.command()
@@ -116,39 +134,34 @@ def default(config_path: Path | None) -> None:
 @_one_line_errors
 def status(config_path: Path | None) -> None:
     """The mode, its repos and expiry, the publisher's socket, live push grants."""
-    from zodex_gateway.sprite.github.operator import load_github, status_lines
+    from zodex_gateway.sprite.github.operator import status_lines
 
-    for line in status_lines(load_github(_config_path(config_path))):
-        click.echo(line)
+    _echo_lines(status_lines(_github_config(config_path)))
 
 
 @github.command("grant-push")
 @_config_option
-@click.option("--repo", required=True, help="owner/repo")
+@_repo_option
 @click.option("--ttl", default="30m", show_default=True, help="How long: 30m, 2h, 1d.")
 @click.option("--no-ttl", is_flag=True, help="Until revoked.")
 @_one_line_errors
 def grant_push(config_path: Path | None, repo: str, ttl: str, no_ttl: bool) -> None:
     """Grant pushes to REPO: GitHub's Device Flow, approved by a person, waited for here."""
     from zodex_gateway.sprite.github.operator import grant_push as granting
-    from zodex_gateway.sprite.github.operator import load_github
 
     seconds = _ttl(ttl, no_ttl)
-    for line in granting(load_github(_config_path(config_path)), repo, seconds, click.echo):
-        click.echo(line)
+    _echo_lines(granting(_github_config(config_path), repo, seconds, click.echo))
 
 
 @github.command("revoke-push")
 @_config_option
-@click.option("--repo", required=True, help="owner/repo")
+@_repo_option
 @_one_line_errors
 def revoke_push(config_path: Path | None, repo: str) -> None:
     """End the push grant for REPO."""
-    from zodex_gateway.sprite.github.operator import load_github
     from zodex_gateway.sprite.github.operator import revoke_push as revoking
 
-    for line in revoking(load_github(_config_path(config_path)), repo):
-        click.echo(line)
+    _echo_lines(revoking(_github_config(config_path), repo))
 
 
 @github.command("list-grants")
@@ -156,7 +169,6 @@ def revoke_push(config_path: Path | None, repo: str) -> None:
 @_one_line_errors
 def list_grants(config_path: Path | None) -> None:
     """Push grants, without their tokens."""
-    from zodex_gateway.sprite.github.operator import list_grant_lines, load_github
+    from zodex_gateway.sprite.github.operator import list_grant_lines
 
-    for line in list_grant_lines(load_github(_config_path(config_path))):
-        click.echo(line)
+    _echo_lines(list_grant_lines(_github_config(config_path)))

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -41,6 +41,9 @@ REQUEST_TIMEOUT_S: Final = 30.0
 # The routes' paths: /v1/sessions/{handle}/input and /v1/sessions/{handle}/takeover.
 ROUTE_ENDS: Final = ("input", "takeover")
 TAKE_OVER_BODY: Final = 64
+
+_Request = TypeVar("_Request")
+_Reply = TypeVar("_Reply")
 
 
 class SessionSteer(Protocol):
@@ -120,16 +123,12 @@ class SteerRoute:
     async def type_in(self, request: Request) -> JSONResponse:
         handle = request.path_params["handle"]
         chars = await self._chars(request)
-        try:
-            person = PersonInputRequest.from_body(
+        typed = await _steer(
+            lambda: PersonInputRequest.from_body(
                 {"session_handle": handle, "chars": chars}, self._steering.limits
-            )
-        except ProtocolError as exc:
-            raise ApiError(400, exc.message) from None
-        try:
-            typed = await self._steering.workers.type_in(person)
-        except ProtocolError as exc:
-            raise ApiError(_status_of(exc), exc.message) from None
+            ),
+            self._steering.workers.type_in,
+        )
         recorded, problem = self._record(typed, chars)
         return JSONResponse(
             {
@@ -146,14 +145,10 @@ class SteerRoute:
     async def take_over(self, request: Request) -> JSONResponse:
         handle = request.path_params["handle"]
         taken = await _json_field(request, "taken", bool, '{"taken": true|false}', TAKE_OVER_BODY)
-        try:
-            wanted = TakeOverRequest.from_body({"session_handle": handle, "taken": taken})
-        except ProtocolError as exc:
-            raise ApiError(400, exc.message) from None
-        try:
-            held = await self._steering.workers.take_over(wanted)
-        except ProtocolError as exc:
-            raise ApiError(_status_of(exc), exc.message) from None
+        held = await _steer(
+            lambda: TakeOverRequest.from_body({"session_handle": handle, "taken": taken}),
+            self._steering.workers.take_over,
+        )
         log.info("a person %s session %s", "took over" if held else "gave back", handle)
         return JSONResponse(
             {"schema_version": API_SCHEMA_VERSION, "session_handle": handle, "taken_over": held}
@@ -214,6 +209,19 @@ async def _json_field(request: Request, name: str, kind: type, shape: str, limit
     if not isinstance(data, dict) or set(data) != {name} or not isinstance(data[name], kind):
         raise ApiError(400, f"the body must be JSON: {shape}")
     return data[name]
+
+
+async def _steer(build: Callable[[], _Request], send: Callable[[_Request], Awaitable[_Reply]]) -> _Reply:
+    """The worker's answer to the request ``build`` makes: a request the protocol refuses
+    is the person's mistake (400); the worker's refusal is mapped by :func:`_status_of`."""
+    try:
+        wanted = build()
+    except ProtocolError as exc:
+        raise ApiError(400, exc.message) from None
+    try:
+        return await send(wanted)
+    except ProtocolError as exc:
+        raise ApiError(_status_of(exc), exc.message) from None
 
 
 def _status_of(exc: ProtocolError) -> int:

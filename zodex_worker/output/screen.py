@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict, deque
+from collections.abc import Callable
 from typing import Any, Final
 
 import pyte
@@ -117,18 +118,25 @@ class _Screen(pyte.Screen):
             self.redraws += 1
 
     def set_mode(self, *modes_: int, **kwargs: Any) -> None:
-        if kwargs.get("private") and self._alternate_switch(modes_):
-            self._enter_alternate(saves_cursor=(1049 in modes_))
-        kept = self._kept(modes_, kwargs)
-        if kept:
-            super().set_mode(*kept, **kwargs)
+        self._switch_modes(modes_, kwargs, self._enter_alternate, super().set_mode)
 
     def reset_mode(self, *modes_: int, **kwargs: Any) -> None:
+        self._switch_modes(modes_, kwargs, self._leave_alternate, super().reset_mode)
+
+    def _switch_modes(
+        self,
+        modes_: tuple[int, ...],
+        kwargs: dict[str, Any],
+        alternate: Callable[[bool], None],
+        pyte_switch: Callable[..., None],
+    ) -> None:
+        """Setting and resetting alike: the alternate screen is switched here (mode 1049
+        with the cursor saved or restored), the modes kept go to pyte."""
         if kwargs.get("private") and self._alternate_switch(modes_):
-            self._leave_alternate(restores_cursor=(1049 in modes_))
+            alternate(1049 in modes_)
         kept = self._kept(modes_, kwargs)
         if kept:
-            super().reset_mode(*kept, **kwargs)
+            pyte_switch(*kept, **kwargs)
 
     @staticmethod
     def _alternate_switch(modes_: tuple[int, ...]) -> bool:
@@ -142,7 +150,7 @@ class _Screen(pyte.Screen):
             return modes_
         return tuple(mode for mode in modes_ if mode << 5 not in _IGNORED_MODES)
 
-    def _enter_alternate(self, *, saves_cursor: bool) -> None:
+    def _enter_alternate(self, saves_cursor: bool) -> None:
         if self.alternate:
             return
         if saves_cursor:
@@ -151,7 +159,7 @@ class _Screen(pyte.Screen):
         self.buffer = defaultdict(lambda: StaticDefaultDict(self.default_char))
         self.alternate = True
 
-    def _leave_alternate(self, *, restores_cursor: bool) -> None:
+    def _leave_alternate(self, restores_cursor: bool) -> None:
         if not self.alternate:
             return
         self.buffer = self._main

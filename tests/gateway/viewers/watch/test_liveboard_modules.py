@@ -12,6 +12,7 @@ from playwright.async_api import Page, expect
 from tests.gateway.observer.observer_support import IDENTITY_KEY_B, Clock, Seeded, call
 from tests.gateway.viewers.watch.live_support import chromium
 from tests.gateway.viewers.watch.support import Observer, RunningHost
+from tests.gateway.viewers.watch.test_liveboard_contract import js_names, js_tables
 from zodex_gateway.history import HistoryStore
 
 pytestmark = pytest.mark.timeout(60)
@@ -76,6 +77,20 @@ async def test_streamed_output_and_tails_merge_without_repeats(page: Page) -> No
         "one\nprompt: yes\nbye\n",
         "y\n",
     ]
+
+
+async def test_the_contracts_tables_are_frozen_and_named_by_their_values(page: Page) -> None:
+    tables = await page.evaluate(
+        """async () => {
+            const contract = await import('./static/contract.js');
+            return Object.fromEntries(Object.entries(contract)
+                .filter(([, value]) => typeof value === 'object')
+                .map(([name, table]) => [name, {frozen: Object.isFrozen(table), entries: {...table}}]));
+        }"""
+    )
+    assert sorted(tables) == sorted(js_tables())
+    for name in js_tables():
+        assert tables[name] == {"frozen": True, "entries": js_names(name)}, name
 
 
 async def test_formatting(page: Page) -> None:

@@ -42,38 +42,25 @@ export const agents = () => get('agents');
 export const agent = (id) => get(`agents/${encodeURIComponent(id)}`);
 export const timeline = (params) => get('timeline', params);
 
-export async function setAlias(agentId, alias) {
-  const response = await fetch(url(`agents/${encodeURIComponent(agentId)}/alias`), {
-    method: 'PUT',
+// A JSON body sent with `method`; the answer parsed as get's.
+async function send(method, path, body) {
+  const response = await fetch(url(path), {
+    method,
     headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
-    body: JSON.stringify({ alias }),
+    body: JSON.stringify(body),
     cache: 'no-store',
   });
   return parse(response);
 }
+
+export const setAlias = (agentId, alias) => send('PUT', `agents/${encodeURIComponent(agentId)}/alias`, { alias });
 
 // A person's keystrokes for a running session (observer.steer on): written to its terminal
 // as they are. The reply says how many were typed and whether the terminal hid them.
-export async function typeInto(handle, chars) {
-  const response = await fetch(url(`sessions/${encodeURIComponent(handle)}/input`), {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
-    body: JSON.stringify({ chars }),
-    cache: 'no-store',
-  });
-  return parse(response);
-}
+export const typeInto = (handle, chars) => send('POST', `sessions/${encodeURIComponent(handle)}/input`, { chars });
 
 // Take a session over (the model may then only watch it) or give it back.
-export async function takeOver(handle, taken) {
-  const response = await fetch(url(`sessions/${encodeURIComponent(handle)}/takeover`), {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
-    body: JSON.stringify({ taken }),
-    cache: 'no-store',
-  });
-  return parse(response);
-}
+export const takeOver = (handle, taken) => send('POST', `sessions/${encodeURIComponent(handle)}/takeover`, { taken });
 
 // outputAgents: the agents whose output to stream (their columns are shown); none → no
 // output at all. Other events come for every agent: the drawer and headers need them.

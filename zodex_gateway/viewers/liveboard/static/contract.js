@@ -3,65 +3,43 @@
 // guesses: no module here accepts other shapes. test_liveboard_contract.py checks every
 // value against the Python that sends it and against docs/observer.md.
 
+// Each name is its value in capitals, as in the Python that sends it: written once here.
+function namedByValue(...values) {
+  return Object.freeze(Object.fromEntries(values.map((value) => [value.toUpperCase(), value])));
+}
+
 // `event_type` of a frame on /v1/events.
-export const EVENT = Object.freeze({
-  AGENT_FIRST_SEEN: 'agent_first_seen',
-  AGENT_UPDATED: 'agent_updated',
-  INVOCATION_STARTED: 'invocation_started',
-  INVOCATION_COMPLETED: 'invocation_completed',
-  PRESENTATION_UPDATED: 'presentation_updated',
-  OUTPUT: 'output',
-  OUTPUT_COMPLETE: 'output_complete',
-  PROCESS_STARTED: 'process_started',
-  PROCESS_ENDED: 'process_ended',
-  GAP: 'gap',
-});
+export const EVENT = namedByValue(
+  'agent_first_seen',
+  'agent_updated',
+  'invocation_started',
+  'invocation_completed',
+  'presentation_updated',
+  'output',
+  'output_complete',
+  'process_started',
+  'process_ended',
+  'gap',
+);
 
 // `kind` of a timeline record.
-export const KIND = Object.freeze({
-  COMMAND: 'command',
-  FILE_CHANGES: 'file_changes',
-  STDIN: 'stdin',
-  KILL: 'kill',
-  GENERIC: 'generic',
-});
+export const KIND = namedByValue('command', 'file_changes', 'stdin', 'kill', 'generic');
 
 // `status` of a command record.
-export const COMMAND_STATUS = Object.freeze({
-  RUNNING: 'running',
-  EXITED: 'exited',
-});
+export const COMMAND_STATUS = namedByValue('running', 'exited');
 
 // `termination_reason` of an exited command (null while it runs): only `exit` means it
 // ended by itself; `lost` is a command a stopped runtime never saw end.
-export const TERMINATION = Object.freeze({
-  EXIT: 'exit',
-  TIMEOUT: 'timeout',
-  KILLED: 'killed',
-  LOST: 'lost',
-});
+export const TERMINATION = namedByValue('exit', 'timeout', 'killed', 'lost');
 
 // `status` of every other record: its call's.
-export const CALL_STATUS = Object.freeze({
-  PENDING: 'pending',
-  OK: 'ok',
-  ERROR: 'error',
-  INCOMPLETE: 'incomplete',
-});
+export const CALL_STATUS = namedByValue('pending', 'ok', 'error', 'incomplete');
 
 // `operation` of a file in a `file_changes` record.
-export const OPERATION = Object.freeze({
-  CREATED: 'created',
-  EDITED: 'edited',
-  DELETED: 'deleted',
-  RENAMED: 'renamed',
-});
+export const OPERATION = namedByValue('created', 'edited', 'deleted', 'renamed');
 
 // `by` of a record: who made the call — the model, or a person typing from Liveboard.
-export const BY = Object.freeze({
-  MODEL: 'model',
-  PERSON: 'person',
-});
+export const BY = namedByValue('model', 'person');
 
 // `agent_id` filter that selects the calls with no agent (their records and events carry
 // `agent_id: null`); never an agent's id. Liveboard also keys their column by it.
