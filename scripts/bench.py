@@ -953,6 +953,7 @@ async def _machine_rows(root: Path, n: int, quick: bool) -> list[Row]:
         rows.append(
             ("trivial exec p90", f"{z90 * 1000:.2f} ms", f"{f90 * 1000:.2f} ms", f"{z90 / f90:.2f}x", "")
         )
+        rows += outside_harness_rows(env, root, dirs[0], f50, z50, runs=3 if quick else 10)
 
         # History on against a gateway started with --no-history, in alternating runs so that
         # both meet the same machine: recording every byte must not slow the PTY.
@@ -1048,6 +1049,55 @@ async def _machine_rows(root: Path, n: int, quick: bool) -> list[Row]:
     settle()
     rows += await local_viewer_rows(root, env, dirs[3], n, f50, mbps)
     return rows
+
+
+# ---- the trivial call as an outside harness sees it --------------------------------------
+
+
+def outside_harness_rows(
+    env: dict[str, str],
+    root: Path,
+    workdir: Path,
+    floor_p50: float,
+    own_p50: float,
+    runs: int,
+    calls: int = 25,
+) -> list[Row]:
+    """A fresh SDK client (a new process starting a new stdio gateway) per run, the first
+    calls of each left out (``scripts/bench_outside.py``), beside this script's own figure."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import bench_outside
+
+    settle()
+    found = bench_outside.fresh_client_runs(GATEWAY, env, root, workdir, runs, calls)
+    return bench_outside.outside_rows(found, floor_p50, own_p50)
+
+
+async def trivial_rows(runs: int, calls: int) -> list[Row]:
+    """Only the trivial call: the floor, this script's own figure and the outside one."""
+    root = Path(tempfile.mkdtemp(prefix="zxt"))
+    try:
+        (root / "run").mkdir(mode=0o700)
+        workdir = root / "w"
+        workdir.mkdir()
+        env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "XDG_RUNTIME_DIR": str(root / "run")}
+        floor_trivial(10)
+        f50 = percentile(floor_trivial(200), 50)
+        params = StdioServerParameters(command=GATEWAY, args=["stdio"], env=env, cwd=str(root))
+        async with Client(params, read_timeout_seconds=300) as client:
+            bench = Bench(client, root)
+            await bench.trivial(20, workdir)
+            z50 = percentile(await bench.trivial(200, workdir), 50)
+        own = (
+            "trivial exec p50",
+            f"{z50 * 1000:.2f} ms",
+            f"{f50 * 1000:.2f} ms",
+            f"{z50 / f50:.2f}x",
+            "≤ 2x",
+        )
+        return [own, *outside_harness_rows(env, root, workdir, f50, z50, runs, calls)]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # ---- worker starts and density ---------------------------------------------------------
@@ -1219,8 +1269,17 @@ if __name__ == "__main__":
     )
     parser.add_argument("--waits-only", action="store_true", help="only the wait_for figures")
     parser.add_argument("--screens-only", action="store_true", help="only the screen figures")
+    parser.add_argument(
+        "--trivial-only",
+        action="store_true",
+        help="only the trivial call: its floor, this script's figure and an outside harness's",
+    )
     parser.add_argument("--worker-ready", nargs=2, metavar=("N", "WORKDIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.trivial_only:
+        rows = asyncio.run(trivial_rows(3 if args.quick else 10, 25))
+        print("\n".join("  ".join(row) for row in rows))
+        sys.exit(0)
     if args.worker_ready:
         samples, workdir = args.worker_ready
         print(json.dumps(asyncio.run(worker_ready(Path(workdir), int(samples)))))

@@ -40,7 +40,7 @@ class AnsweringDispatcher:
     """Replies to every exec_command at once, as a worker does for ``true``."""
 
     async def exec_command(
-        self, args: Mapping[str, Any], *, tag: str | None = None, progress: Any = None
+        self, args: Mapping[str, Any], *, tag: str | None = None, progress: Any = None, workdir: Any = None
     ) -> Any:
         return SessionResult(
             summary="exited", status="exited", output="", cwd=args["workdir"], wall_time_ms=1, exit_code=0,
@@ -50,7 +50,7 @@ class AnsweringDispatcher:
     async def write_stdin(self, args: Mapping[str, Any], *, progress: Any = None) -> SessionResult:
         raise NotImplementedError
 
-    async def apply_patch(self, args: Mapping[str, Any]) -> Patched:
+    async def apply_patch(self, args: Mapping[str, Any], *, workdir: Any = None) -> Patched:
         raise NotImplementedError
 
     async def close(self) -> None:

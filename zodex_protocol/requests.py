@@ -19,6 +19,7 @@ from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import MAX_HANDLE_CHARS
 from zodex_protocol.limits import Limits
 from zodex_protocol.validation import (
+    CheckedWorkdir,
     check_exec_args,
     check_length,
     check_patch_args,
@@ -51,9 +52,17 @@ class ExecRequest:
     wait_for: WaitPattern | None = None
 
     @classmethod
-    def from_args(cls, args: Mapping[str, Any], limits: Limits, *, tag: str | None = None) -> ExecRequest:
-        """exec_command's arguments. A model's own ``_tag`` is not one of them: ignored."""
-        real = check_exec_args(args, limits)
+    def from_args(
+        cls,
+        args: Mapping[str, Any],
+        limits: Limits,
+        *,
+        tag: str | None = None,
+        workdir: CheckedWorkdir | None = None,
+    ) -> ExecRequest:
+        """exec_command's arguments. A model's own ``_tag`` is not one of them: ignored.
+        ``workdir``: the workdir's check, when the caller already made it."""
+        real = check_exec_args(args, limits, workdir)
         return cls(
             cmd=args["cmd"],
             workdir=args["workdir"],
@@ -123,8 +132,10 @@ class PatchRequest:
     real_workdir: str = field(compare=False)  # resolved by whoever read the request; never sent
 
     @classmethod
-    def from_args(cls, args: Mapping[str, Any], limits: Limits) -> PatchRequest:
-        real = check_patch_args(args, limits)
+    def from_args(
+        cls, args: Mapping[str, Any], limits: Limits, *, workdir: CheckedWorkdir | None = None
+    ) -> PatchRequest:
+        real = check_patch_args(args, limits, workdir)
         return cls(patch=args["patch"], workdir=args["workdir"], real_workdir=real)
 
     @classmethod

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from zodex_protocol.errors import ErrorCode, ProtocolError
@@ -21,11 +23,45 @@ def check_workdir(workdir: str) -> str:
     check_no_nul("workdir", workdir)
     if not workdir or not os.path.isabs(workdir):
         raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"workdir must be an absolute path: {workdir}")
-    if not os.path.exists(workdir):
-        raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"workdir does not exist: {workdir}")
-    if not os.path.isdir(workdir):
+    # One stat for both checks: what os.path.exists and then os.path.isdir would each take.
+    try:
+        mode = os.stat(workdir).st_mode
+    except (OSError, ValueError):
+        raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"workdir does not exist: {workdir}") from None
+    if not stat.S_ISDIR(mode):
         raise ProtocolError(ErrorCode.INVALID_ARGUMENT, f"workdir is not a directory: {workdir}")
     return os.path.realpath(workdir)
+
+
+@dataclass(frozen=True)
+class CheckedWorkdir:
+    """A workdir as given and what :func:`check_workdir` found: its real path, or the
+    refusal. The gateway checks a call's workdir once, for history and for the request
+    (the real path is the costly part: a system call per component), and carries this."""
+
+    given: str
+    real: str | None  # None: refused with ``refusal``
+    refusal: str = ""
+
+    @classmethod
+    def check(cls, given: str) -> CheckedWorkdir:
+        try:
+            return cls(given, check_workdir(given))
+        except ProtocolError as exc:
+            return cls(given, None, exc.message)
+
+    def real_path(self) -> str:
+        """The real path, or the check's refusal raised again."""
+        if self.real is None:
+            raise ProtocolError(ErrorCode.INVALID_ARGUMENT, self.refusal)
+        return self.real
+
+
+def _checked(workdir: str, checked: CheckedWorkdir | None) -> str:
+    """The real path of ``workdir``: from ``checked`` when it is this workdir's check."""
+    if checked is not None and checked.given == workdir:
+        return checked.real_path()
+    return check_workdir(workdir)
 
 
 def check_type(args: Mapping[str, Any], name: str, kind: type, *, required: bool) -> Any:
@@ -70,12 +106,13 @@ def check_length(name: str, value: str, limit: int) -> None:
         )
 
 
-def check_exec_args(args: Mapping[str, Any], limits: Limits) -> str:
-    """docs/tools.md#exec_command order: workdir absolute → exists → directory, then cmd. Returns the real path."""
+def check_exec_args(args: Mapping[str, Any], limits: Limits, checked: CheckedWorkdir | None = None) -> str:
+    """docs/tools.md#exec_command order: workdir absolute → exists → directory, then cmd.
+    Returns the real path; ``checked``: the workdir's check, when the caller already made it."""
     cmd = check_type(args, "cmd", str, required=True)
     workdir = check_type(args, "workdir", str, required=True)
     check_optional(args, {"yield_time_ms": int, "timeout_ms": int, "wait_for": str})
-    real = check_workdir(workdir)
+    real = _checked(workdir, checked)
     if not cmd.strip():
         raise ProtocolError(ErrorCode.INVALID_ARGUMENT, "cmd must not be empty")
     check_no_nul("cmd", cmd)
@@ -94,10 +131,10 @@ def check_write_args(args: Mapping[str, Any], limits: Limits) -> str:
     return str(handle)
 
 
-def check_patch_args(args: Mapping[str, Any], limits: Limits) -> str:
+def check_patch_args(args: Mapping[str, Any], limits: Limits, checked: CheckedWorkdir | None = None) -> str:
     """docs/tools.md#apply_patch: the workdir is checked before the patch is even looked at."""
     workdir = check_type(args, "workdir", str, required=True)
-    real = check_workdir(workdir)
+    real = _checked(workdir, checked)
     patch = check_type(args, "patch", str, required=True)
     check_length("patch", patch, limits.max_patch_chars)
     return real

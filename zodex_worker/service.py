@@ -97,7 +97,7 @@ class WorkerService:
         yield_ms = self.limits.clamp_yield(request.yield_time_ms, for_exec=True)
         timeout_ms = self.limits.clamp_timeout(request.timeout_ms)
         evicted = self.table.make_room()
-        session = self._spawn(request.cmd, request.workdir, timeout_ms, request.tag)
+        session = self._spawn(request, timeout_ms)
         try:
             if request.wait_for is None:
                 await session.wait_exit(yield_ms / 1000, call)
@@ -201,7 +201,8 @@ class WorkerService:
     def _running_leaders(self) -> set[int]:
         return {s.pid for s in self.table.live.values() if s.running}
 
-    def _spawn(self, cmd: str, workdir: str, timeout_ms: int, tag: str | None) -> Session:
+    def _spawn(self, request: ExecRequest, timeout_ms: int) -> Session:
+        cmd, workdir = request.cmd, request.workdir
         handle = str(
             SessionHandle.new(self.config.worker_id, self.config.incarnation, self.config.host_incarnation)
         )
@@ -222,7 +223,7 @@ class WorkerService:
         session = Session(
             handle=handle,
             cmd=cmd,
-            workdir=workdir,
+            real_workdir=request.real_workdir,
             terminal=terminal,
             output=output,
             limits=self.limits,
@@ -241,7 +242,7 @@ class WorkerService:
                 cmd=cmd,
                 cwd=workdir,
                 started_at=session.started_wall,
-                tag=tag,
+                tag=request.tag,
             )
         )
         self._on_idle_change()

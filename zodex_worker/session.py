@@ -55,7 +55,7 @@ class Session:
         *,
         handle: str,
         cmd: str,
-        workdir: str,
+        real_workdir: str,
         terminal: Terminal,
         output: SessionOutput,
         limits: Limits,
@@ -68,7 +68,7 @@ class Session:
     ) -> None:
         self.handle = handle
         self.cmd = cmd
-        self.cwd = os.path.realpath(workdir)
+        self.cwd = real_workdir  # where the command started, until its own is read
         self.terminal = terminal
         self.output = output
         self.screen = SessionScreen(ROWS, COLS)  # fed only while a program draws on it

@@ -11,7 +11,13 @@ import pytest
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import MAX_HANDLE_CHARS
 from zodex_protocol.limits import Limits
-from zodex_protocol.validation import check_exec_args, check_patch_args, check_workdir, check_write_args
+from zodex_protocol.validation import (
+    CheckedWorkdir,
+    check_exec_args,
+    check_patch_args,
+    check_workdir,
+    check_write_args,
+)
 
 LIMITS = Limits(max_cmd_chars=10, max_chars_chars=5, max_patch_chars=8)
 
@@ -142,3 +148,37 @@ def test_the_workdir_is_checked_before_the_commands_nul() -> None:
     with pytest.raises(ProtocolError) as refused:
         check_exec_args({"cmd": " ", "workdir": "/no/such/dir"}, Limits())
     assert refused.value.message == "workdir does not exist: /no/such/dir"
+
+
+def test_a_carried_workdir_check_answers_as_a_fresh_one(places: dict[str, str]) -> None:
+    """The gateway checks a call's workdir once and carries the check to the request: every
+    outcome, message and order stays what a fresh check gives."""
+    cases: list[dict[str, Any]] = [
+        {"cmd": "true", "workdir": w} for w in (*places.values(), "", "rel", "/a\x00b")
+    ]
+    cases += [
+        {"workdir": places["missing"]},
+        {"cmd": "", "workdir": places["dir"]},
+        {"cmd": 1, "workdir": "rel"},
+    ]
+    for args in cases:
+        carried = CheckedWorkdir.check(args["workdir"])
+        for check, given in ((check_exec_args, args), (check_patch_args, {"patch": "p", **args})):
+            try:
+                expected: object = check(given, LIMITS)
+            except ProtocolError as exc:
+                assert refusal(check, given, LIMITS, carried) == exc.message
+            else:
+                assert check(given, LIMITS, carried) == expected
+
+
+def test_the_carried_check_is_used_for_its_own_workdir_only(places: dict[str, str]) -> None:
+    link = places["link"]
+    carried = CheckedWorkdir.check(link)
+    assert carried.real == places["real"]
+    os.unlink(link)  # the path changes after the check: the carried one is not taken again
+    os.symlink(places["dir"], link)
+    assert check_exec_args({"cmd": "true", "workdir": link}, LIMITS, carried) == places["real"]
+    assert check_exec_args({"cmd": "true", "workdir": link}, LIMITS) == os.path.realpath(places["dir"])
+    other = CheckedWorkdir.check(places["missing"])
+    assert check_patch_args({"patch": "", "workdir": link}, LIMITS, other) == os.path.realpath(places["dir"])

@@ -13,6 +13,7 @@ from zodex_protocol.handles import SessionHandle, worker_id_for
 from zodex_protocol.limits import Limits
 from zodex_protocol.replies import Patched, SessionResult
 from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
+from zodex_protocol.validation import CheckedWorkdir
 from zodex_worker.reaper import Reaper
 from zodex_worker.service import WorkerConfig, WorkerService
 
@@ -43,9 +44,14 @@ class InProcessDispatcher:
         return self._services[worker_id]
 
     async def exec_command(
-        self, args: Mapping[str, Any], *, tag: str | None = None, progress: Any = None
+        self,
+        args: Mapping[str, Any],
+        *,
+        tag: str | None = None,
+        progress: Any = None,
+        workdir: CheckedWorkdir | None = None,
     ) -> SessionResult:
-        request = ExecRequest.from_args(args, self.limits, tag=tag)
+        request = ExecRequest.from_args(args, self.limits, tag=tag, workdir=workdir)
         return await self._service(request.real_workdir).exec(request)
 
     async def write_stdin(self, args: Mapping[str, Any], *, progress: Any = None) -> SessionResult:
@@ -57,8 +63,8 @@ class InProcessDispatcher:
             raise ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {handle}")
         return await service.write(request)
 
-    async def apply_patch(self, args: Mapping[str, Any]) -> Patched:
-        request = PatchRequest.from_args(args, self.limits)
+    async def apply_patch(self, args: Mapping[str, Any], *, workdir: CheckedWorkdir | None = None) -> Patched:
+        request = PatchRequest.from_args(args, self.limits, workdir=workdir)
         return await self._service(request.real_workdir).patch(request)
 
     async def close(self) -> None:

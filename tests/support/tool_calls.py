@@ -19,7 +19,7 @@ ENVELOPE = {
 
 
 class FailingDispatcher(InProcessDispatcher):
-    async def exec_command(self, args: Any, *, tag: str | None = None, progress: Any = None) -> Any:
+    async def exec_command(self, args: Any, **_given: Any) -> Any:
         raise RuntimeError("the dispatcher broke")
 
 

@@ -28,7 +28,7 @@ from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle
 from zodex_protocol.limits import Limits, max_message_bytes
-from zodex_protocol.validation import check_write_args
+from zodex_protocol.validation import CheckedWorkdir, check_write_args
 
 log = logging.getLogger("zodex.host")
 
@@ -59,9 +59,14 @@ class IncarnationCheck:
         self._earlier = earlier
 
     async def exec_command(
-        self, args: Mapping[str, Any], *, tag: str | None = None, progress: ProgressListener | None = None
+        self,
+        args: Mapping[str, Any],
+        *,
+        tag: str | None = None,
+        progress: ProgressListener | None = None,
+        workdir: CheckedWorkdir | None = None,
     ) -> Any:
-        return await self._inner.exec_command(args, tag=tag, progress=progress)
+        return await self._inner.exec_command(args, tag=tag, progress=progress, workdir=workdir)
 
     async def write_stdin(self, args: Mapping[str, Any], *, progress: ProgressListener | None = None) -> Any:
         # The argument rules first, as in Local and Sprite: a bad argument is refused as such
@@ -74,8 +79,8 @@ class IncarnationCheck:
             raise ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {text}")
         return await self._inner.write_stdin(args, progress=progress)
 
-    async def apply_patch(self, args: Mapping[str, Any]) -> Any:
-        return await self._inner.apply_patch(args)
+    async def apply_patch(self, args: Mapping[str, Any], *, workdir: CheckedWorkdir | None = None) -> Any:
+        return await self._inner.apply_patch(args, workdir=workdir)
 
     async def close(self) -> None:
         await self._inner.close()

@@ -27,6 +27,7 @@ from zodex_protocol.envelope import Envelope, WireCodec, peek_reply_to
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.limits import Limits
 from zodex_protocol.replies import Patched, SessionResult
+from zodex_protocol.validation import CheckedWorkdir
 
 log = logging.getLogger("zodex.gateway")
 
@@ -171,8 +172,14 @@ class RemoteDispatcher:
 
     # ``progress`` is not carried over the fleet's wire yet (docs/fleet.md#the-wire): a call
     # through the fleet sends no progress notes while it waits.
+    # ``workdir``: the gateway's own check of the path; the host checks it where it is.
     async def exec_command(
-        self, args: Mapping[str, Any], *, tag: str | None = None, progress: ProgressListener | None = None
+        self,
+        args: Mapping[str, Any],
+        *,
+        tag: str | None = None,
+        progress: ProgressListener | None = None,
+        workdir: CheckedWorkdir | None = None,
     ) -> SessionResult:
         return SessionResult.from_body(await self._call("exec_command", args, tag))
 
@@ -181,7 +188,7 @@ class RemoteDispatcher:
     ) -> SessionResult:
         return SessionResult.from_body(await self._call("write_stdin", args))
 
-    async def apply_patch(self, args: Mapping[str, Any]) -> Patched:
+    async def apply_patch(self, args: Mapping[str, Any], *, workdir: CheckedWorkdir | None = None) -> Patched:
         return Patched.from_body(await self._call("apply_patch", args))
 
     async def close(self) -> None:

@@ -15,18 +15,22 @@ from mcp.server.context import ServerRequestContext
 
 from zodex_gateway.history import FileChange
 from zodex_protocol.replies import Patched
+from zodex_protocol.validation import CheckedWorkdir
 
 
 @dataclass(frozen=True)
 class ToolCall:
     """A call on its way to its handler. ``invocation``: its id in history (None when not
     recorded); ``ctx``: the SDK's context of the request (None when called without the SDK),
-    through which a handler can reach the requesting client while the call runs."""
+    through which a handler can reach the requesting client while the call runs;
+    ``workdir``: its ``workdir`` argument's check, made once for history and the request
+    (None when the argument is not a string)."""
 
     name: str
     args: dict[str, Any]
     invocation: str | None = None
     ctx: ServerRequestContext[Any] | None = None
+    workdir: CheckedWorkdir | None = None
 
 
 # A cancelled call's error in history and the call log (docs/history.md#recording).

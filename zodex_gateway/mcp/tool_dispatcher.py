@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,6 +29,7 @@ from zodex_gateway.mcp.mode import Mode
 from zodex_gateway.mcp.worker_tools import WorkerTools
 from zodex_gateway.workers.dispatcher import Dispatcher
 from zodex_protocol.limits import Limits
+from zodex_protocol.validation import CheckedWorkdir
 
 # A tool the gateway answers itself: the calling agent and the arguments.
 GatewayTool = Callable[[AgentRecord | None, dict[str, Any]], types.CallToolResult]
@@ -114,12 +114,13 @@ class ToolDispatcher:
         if gateway_tool is not None:
             result = gateway_tool(agent, call.args)
             return result if result.is_error else self._context.attached(result, agent, None, True)
-        declared, real = _workdirs(call.args)
+        workdir = _workdir(call.args)
+        declared, real = (None, None) if workdir is None else (workdir.given, workdir.real)
         try:
             invocation = self._recorder.begin(call, agent, declared, real)
         except HistoryUnavailable as exc:
             return error_result(str(exc))
-        call = dataclasses.replace(call, invocation=invocation)
+        call = dataclasses.replace(call, invocation=invocation, workdir=workdir)
         try:
             outcome = await self.workers.run(call)
         except asyncio.CancelledError:
@@ -140,10 +141,8 @@ class ToolDispatcher:
         return set_agent_alias(self._recorder, agent, args)
 
 
-def _workdirs(args: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The workdir as given, and its real path when it names an existing directory."""
+def _workdir(args: dict[str, Any]) -> CheckedWorkdir | None:
+    """The workdir as given, checked: its real path when it names an existing directory.
+    The request to the worker takes the same check (one real path per call)."""
     declared = args.get("workdir")
-    if not isinstance(declared, str):
-        return None, None
-    real = os.path.realpath(declared) if os.path.isabs(declared) and os.path.isdir(declared) else None
-    return declared, real
+    return CheckedWorkdir.check(declared) if isinstance(declared, str) else None

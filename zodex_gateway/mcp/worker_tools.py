@@ -53,7 +53,7 @@ class WorkerTools:
         # The worker echoes the tag in process_started: live output is tied to this call
         # before the call returns. A model's own "_tag" is not an argument: never passed on.
         result = await self.dispatcher.exec_command(
-            call.args, tag=call.invocation, progress=self._progress(call)
+            call.args, tag=call.invocation, progress=self._progress(call), workdir=call.workdir
         )
         fields = result.fields()
         # The session this call created: running (its handle is in the result) or already
@@ -81,7 +81,7 @@ class WorkerTools:
         return ProgressListener(self._progress_every_ms, heard)
 
     async def _apply_patch(self, call: ToolCall) -> Outcome:
-        patched = await self.dispatcher.apply_patch(call.args)
+        patched = await self.dispatcher.apply_patch(call.args, workdir=call.workdir)
         files = tuple(
             FileChange(f.operation, f.path, f.old_path, f.added, f.removed, f.diff) for f in patched.files
         )

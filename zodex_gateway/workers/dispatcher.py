@@ -16,6 +16,7 @@ from zodex_protocol import messages
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.replies import Patched, SessionResult
 from zodex_protocol.requests import ExecRequest, PatchRequest, WriteRequest
+from zodex_protocol.validation import CheckedWorkdir
 from zodex_protocol.wait_pattern import EXITED
 
 # A reply can take the longest yield, plus a kill's grace, plus slack for a busy machine.
@@ -25,17 +26,25 @@ REQUEST_SLACK_S = 30.0
 class Dispatcher(Protocol):
     """Takes a tool call's arguments (checked here, by docs/tools.md#argument-rules) and
     returns the worker's typed reply. ``tag`` is the call's history id, echoed in the
-    command's ``process_started``."""
+    command's ``process_started``; ``workdir`` the check of the call's workdir the caller
+    already made, which a dispatcher checking the arguments takes instead of its own."""
 
     async def exec_command(
-        self, args: Mapping[str, Any], *, tag: str | None = None, progress: ProgressListener | None = None
+        self,
+        args: Mapping[str, Any],
+        *,
+        tag: str | None = None,
+        progress: ProgressListener | None = None,
+        workdir: CheckedWorkdir | None = None,
     ) -> SessionResult: ...
 
     async def write_stdin(
         self, args: Mapping[str, Any], *, progress: ProgressListener | None = None
     ) -> SessionResult: ...
 
-    async def apply_patch(self, args: Mapping[str, Any]) -> Patched: ...
+    async def apply_patch(
+        self, args: Mapping[str, Any], *, workdir: CheckedWorkdir | None = None
+    ) -> Patched: ...
 
     async def close(self) -> None: ...
 
@@ -47,9 +56,14 @@ class ZmqDispatcher:
         self._timeout = (self.limits.yield_max_ms + self.limits.kill_grace_ms) / 1000 + REQUEST_SLACK_S
 
     async def exec_command(
-        self, args: Mapping[str, Any], *, tag: str | None = None, progress: ProgressListener | None = None
+        self,
+        args: Mapping[str, Any],
+        *,
+        tag: str | None = None,
+        progress: ProgressListener | None = None,
+        workdir: CheckedWorkdir | None = None,
     ) -> SessionResult:
-        request = ExecRequest.from_args(args, self.limits, tag=tag)
+        request = ExecRequest.from_args(args, self.limits, tag=tag, workdir=workdir)
         real = request.real_workdir
         client = await self.supervisor.worker_for(real)
         lost = f"the worker for {real} exited unexpectedly while running the command; start the command again"
@@ -70,8 +84,8 @@ class ZmqDispatcher:
             await self._ask(target, messages.WRITE, request.to_body(), lost, progress)
         )
 
-    async def apply_patch(self, args: Mapping[str, Any]) -> Patched:
-        request = PatchRequest.from_args(args, self.limits)
+    async def apply_patch(self, args: Mapping[str, Any], *, workdir: CheckedWorkdir | None = None) -> Patched:
+        request = PatchRequest.from_args(args, self.limits, workdir=workdir)
         real = request.real_workdir
         client = await self.supervisor.worker_for(real)
         lost = (

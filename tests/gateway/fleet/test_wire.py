@@ -35,7 +35,7 @@ class Recorder:
     calls: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
 
     async def exec_command(
-        self, args: Mapping[str, Any], *, tag: str | None = None, progress: Any = None
+        self, args: Mapping[str, Any], *, tag: str | None = None, progress: Any = None, workdir: Any = None
     ) -> SessionResult:
         self.calls.append(("exec_command", dict(args), tag))
         if args.get("cmd") == "":
@@ -46,7 +46,7 @@ class Recorder:
         self.calls.append(("write_stdin", dict(args), None))
         return RESULT
 
-    async def apply_patch(self, args: Mapping[str, Any]) -> Patched:
+    async def apply_patch(self, args: Mapping[str, Any], *, workdir: Any = None) -> Patched:
         return Patched(ok=True, text="Done!")
 
     async def close(self) -> None:

@@ -7,6 +7,7 @@ closes it and none starts another subprocess.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -291,3 +292,28 @@ async def test_a_call_reaches_its_tool_with_the_sdk_request_context(
     assert call.ctx is not None and call.ctx.method == "tools/call" and call.ctx.request_id is not None
     assert call.ctx.meta is not None and call.ctx.meta.get("openai/session") == "s1"
     assert call.args == {"cmd": "echo through", "workdir": str(workdir)}
+
+
+async def test_a_call_resolves_its_workdir_once(
+    handlers: ToolDispatcher, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """History, routing and the session's first cwd share one real path of the workdir
+    (docs/benchmarks.md#where-the-time-goes): the twin runs the worker's part in process."""
+    link = workdir.parent / "link"
+    link.symlink_to(workdir)
+    resolved: list[str] = []
+    real_path = os.path.realpath
+
+    def counted(path: Any, **kwargs: Any) -> str:
+        resolved.append(str(path))
+        return real_path(path, **kwargs)
+
+    monkeypatch.setattr(os.path, "realpath", counted)
+    result = await session(handlers, "exec_command", cmd="true", workdir=str(link))
+    assert result["cwd"] == str(workdir)
+    assert resolved == [str(link)]
+    resolved.clear()
+    assert "workdir does not exist" in await error(
+        handlers, "exec_command", {"cmd": "true", "workdir": f"{link}/no"}
+    )
+    assert resolved == []
