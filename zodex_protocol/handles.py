@@ -29,6 +29,7 @@ HOST_INCARNATION_LENGTH = 6
 MAX_HANDLE_CHARS = 32
 MAX_INCARNATION = 36**2  # incarnations wrap; a crash-loop limit keeps them far from it
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+_TOKENS = len(_ALPHABET) ** RANDOM_LENGTH  # every random part a handle can have
 _HANDLE_RE = re.compile(r"^([a-z2-7]{7})([0-9a-z]{1,2})-([0-9a-z]{10})([0-9a-z]{6})?$")
 _HOST_INCARNATION_RE = re.compile(r"^[0-9a-z]{6}$")
 
@@ -61,7 +62,9 @@ class SessionHandle:
 
     @classmethod
     def new(cls, worker_id: str, incarnation: int, host: str = "") -> SessionHandle:
-        token = "".join(secrets.choice(_ALPHABET) for _ in range(RANDOM_LENGTH))
+        # One draw for all ten digits, each as uniform as a choice of its own: a choice
+        # per character read the OS CSPRNG ten times, on every command's path.
+        token = _base36(secrets.randbelow(_TOKENS)).rjust(RANDOM_LENGTH, "0")
         return cls(worker_id, incarnation % MAX_INCARNATION, token, host)
 
     @classmethod

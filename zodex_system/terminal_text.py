@@ -48,6 +48,7 @@ wraps, scrolls and forgets what scrolled off), where a model reads the whole str
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -64,6 +65,7 @@ _DROP: Final = r"\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f-\x8f\x91-\x97\x99\x9a\x
 _INTRODUCERS: Final = r"\x1b\x9b\x9d\x90\x98\x9e\x9f"  # ESC and the 8-bit CSI, OSC, DCS, SOS, PM, APC
 
 
+@functools.cache  # one per bound; a session's cleaner is made on every command's path
 def _strip_pattern(bound: int) -> re.Pattern[str]:
     """One regex that tokenizes everything the cleaner removes, for ``re.split``.
 

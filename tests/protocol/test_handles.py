@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+import secrets
 
 import pytest
 from hypothesis import given
@@ -39,6 +40,21 @@ def test_random_part_is_unguessable() -> None:
     assert len(tokens) == 2000
     # 10 base-36 characters: log2(36**10) > 51 bits, above the 48 of docs/sessions.md#handles.
     assert 36**10 > 2**48
+
+
+def test_the_random_part_spans_every_token_at_full_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One draw from the CSPRNG makes all ten characters: its lowest and highest values are
+    the first and last tokens, still ten characters, and one draw is taken per handle."""
+    draws: list[int] = []
+
+    def draw(bound: int) -> int:
+        draws.append(bound)
+        return bound - 1 if len(draws) % 2 else 0
+
+    monkeypatch.setattr(secrets, "randbelow", draw)
+    assert SessionHandle.new("abcdefg", 1).token == "z" * 10
+    assert SessionHandle.new("abcdefg", 1).token == "0" * 10
+    assert draws == [36**10, 36**10]
 
 
 def test_parse_rejects_non_handles() -> None:
