@@ -1073,8 +1073,15 @@ def outside_harness_rows(
     return bench_outside.outside_rows(found, floor_p50, own_p50)
 
 
+def _cpu_here() -> tuple[float, float]:
+    """This process's CPU time (all threads), and that of the children it has reaped."""
+    spent = os.times()
+    return spent.user + spent.system, spent.children_user + spent.children_system
+
+
 async def trivial_rows(runs: int, calls: int) -> list[Row]:
-    """Only the trivial call: the floor, this script's own figure and the outside one."""
+    """Only the trivial call: the floor, this script's own figure and the outside one, and
+    the CPU time a call costs each process on its path (the client is this process)."""
     root = Path(tempfile.mkdtemp(prefix="zxt"))
     try:
         (root / "run").mkdir(mode=0o700)
@@ -1082,12 +1089,19 @@ async def trivial_rows(runs: int, calls: int) -> list[Row]:
         workdir.mkdir()
         env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "XDG_RUNTIME_DIR": str(root / "run")}
         floor_trivial(10)
+        started = _cpu_here()
         f50 = percentile(floor_trivial(200), 50)
+        floor_cpu = [(b - a) / 200 * 1000 for a, b in zip(started, _cpu_here(), strict=True)]
         params = StdioServerParameters(command=GATEWAY, args=["stdio"], env=env, cwd=str(root))
         async with Client(params, read_timeout_seconds=300) as client:
             bench = Bench(client, root)
             await bench.trivial(20, workdir)
+            gateway = next(p for p in psutil.Process().children() if "zodex-gateway" in " ".join(p.cmdline()))
+            worker = worker_pid(root, workdir)
+            before = (_cpu_here()[0], cpu_seconds(gateway.pid), cpu_seconds(worker))
             z50 = percentile(await bench.trivial(200, workdir), 50)
+            after = (_cpu_here()[0], cpu_seconds(gateway.pid), cpu_seconds(worker))
+        spent = [(b - a) / 200 * 1000 for a, b in zip(before, after, strict=True)]
         own = (
             "trivial exec p50",
             f"{z50 * 1000:.2f} ms",
@@ -1095,7 +1109,14 @@ async def trivial_rows(runs: int, calls: int) -> list[Row]:
             f"{z50 / f50:.2f}x",
             "≤ 2x",
         )
-        return [own, *outside_harness_rows(env, root, workdir, f50, z50, runs, calls)]
+        cpu = (
+            "CPU per trivial call: client / gateway / worker (its command not counted)",
+            " / ".join(f"{ms:.2f}" for ms in spent) + " ms",
+            f"{floor_cpu[0]:.2f} ms (its command {floor_cpu[1]:.2f} ms)",
+            f"{sum(spent) / floor_cpu[0]:.2f}x",
+            "",
+        )
+        return [own, cpu, *outside_harness_rows(env, root, workdir, f50, z50, runs, calls)]
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
