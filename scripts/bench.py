@@ -1073,6 +1073,13 @@ def outside_harness_rows(
     return bench_outside.outside_rows(found, floor_p50, own_p50)
 
 
+def _commands_cpu(pid: int) -> float:
+    """The CPU time of the children ``pid`` has reaped (a worker's commands): ``/proc/<pid>/stat``'s cutime and cstime."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
 def _cpu_here() -> tuple[float, float]:
     """This process's CPU time (all threads), and that of the children it has reaped."""
     spent = os.times()
@@ -1098,9 +1105,9 @@ async def trivial_rows(runs: int, calls: int) -> list[Row]:
             await bench.trivial(20, workdir)
             gateway = next(p for p in psutil.Process().children() if "zodex-gateway" in " ".join(p.cmdline()))
             worker = worker_pid(root, workdir)
-            before = (_cpu_here()[0], cpu_seconds(gateway.pid), cpu_seconds(worker))
+            before = (_cpu_here()[0], cpu_seconds(gateway.pid), cpu_seconds(worker), _commands_cpu(worker))
             z50 = percentile(await bench.trivial(200, workdir), 50)
-            after = (_cpu_here()[0], cpu_seconds(gateway.pid), cpu_seconds(worker))
+            after = (_cpu_here()[0], cpu_seconds(gateway.pid), cpu_seconds(worker), _commands_cpu(worker))
         spent = [(b - a) / 200 * 1000 for a, b in zip(before, after, strict=True)]
         own = (
             "trivial exec p50",
@@ -1110,11 +1117,11 @@ async def trivial_rows(runs: int, calls: int) -> list[Row]:
             "≤ 2x",
         )
         cpu = (
-            "CPU per trivial call: client / gateway / worker (its command not counted)",
-            " / ".join(f"{ms:.2f}" for ms in spent) + " ms",
-            f"{floor_cpu[0]:.2f} ms (its command {floor_cpu[1]:.2f} ms)",
-            f"{sum(spent) / floor_cpu[0]:.2f}x",
-            "",
+            "CPU per trivial call: client / gateway / worker (its command)",
+            " / ".join(f"{ms:.2f}" for ms in spent[:3]) + f" ms ({spent[3]:.2f} ms)",
+            f"{floor_cpu[0]:.2f} ms ({floor_cpu[1]:.2f} ms)",
+            f"{sum(spent) / sum(floor_cpu):.2f}x",
+            "all of it, commands included, over the floor's",
         )
         return [own, cpu, *outside_harness_rows(env, root, workdir, f50, z50, runs, calls)]
     finally:
