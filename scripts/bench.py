@@ -1089,25 +1089,18 @@ def _cpu_here() -> tuple[float, float]:
 async def trivial_rows(runs: int, calls: int) -> list[Row]:
     """Only the trivial call: the floor, this script's own figure and the outside one, and
     the CPU time a call costs each process on its path (the client is this process)."""
-    root = Path(tempfile.mkdtemp(prefix="zxt"))
-    try:
-        (root / "run").mkdir(mode=0o700)
-        workdir = root / "w"
-        workdir.mkdir()
-        env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "XDG_RUNTIME_DIR": str(root / "run")}
-        floor_trivial(10)
-        started = _cpu_here()
-        f50 = percentile(floor_trivial(200), 50)
-        floor_cpu = [(b - a) / 200 * 1000 for a, b in zip(started, _cpu_here(), strict=True)]
-        params = StdioServerParameters(command=GATEWAY, args=["stdio"], env=env, cwd=str(root))
-        async with Client(params, read_timeout_seconds=300) as client:
-            bench = Bench(client, root)
-            await bench.trivial(20, workdir)
-            gateway = next(p for p in psutil.Process().children() if "zodex-gateway" in " ".join(p.cmdline()))
-            worker = worker_pid(root, workdir)
-            before = (_cpu_here()[0], cpu_seconds(gateway.pid), cpu_seconds(worker), _commands_cpu(worker))
-            z50 = percentile(await bench.trivial(200, workdir), 50)
-            after = (_cpu_here()[0], cpu_seconds(gateway.pid), cpu_seconds(worker), _commands_cpu(worker))
+    floor_trivial(10)
+    started = _cpu_here()
+    f50 = percentile(floor_trivial(200), 50)
+    floor_cpu = [(b - a) / 200 * 1000 for a, b in zip(started, _cpu_here(), strict=True)]
+
+    async def measure(bench: Bench, workdir: Path) -> list[Row]:
+        root = bench.root
+        gateway = next(p for p in psutil.Process().children() if "zodex-gateway" in " ".join(p.cmdline()))
+        worker = worker_pid(root, workdir)
+        before = (_cpu_here()[0], cpu_seconds(gateway.pid), cpu_seconds(worker), _commands_cpu(worker))
+        z50 = percentile(await bench.trivial(200, workdir), 50)
+        after = (_cpu_here()[0], cpu_seconds(gateway.pid), cpu_seconds(worker), _commands_cpu(worker))
         spent = [(b - a) / 200 * 1000 for a, b in zip(before, after, strict=True)]
         own = (
             "trivial exec p50",
@@ -1123,9 +1116,10 @@ async def trivial_rows(runs: int, calls: int) -> list[Row]:
             f"{sum(spent) / sum(floor_cpu):.2f}x",
             "all of it, commands included, over the floor's",
         )
+        env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "XDG_RUNTIME_DIR": str(root / "run")}
         return [own, cpu, *outside_harness_rows(env, root, workdir, f50, z50, runs, calls)]
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+
+    return await on_stdio_gateway(measure)
 
 
 # ---- worker starts and density ---------------------------------------------------------
