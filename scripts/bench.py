@@ -30,6 +30,9 @@ Prints each figure next to its floor and the ratio, so results compare across ma
   (``/proc/<pid>/smaps_rollup``, summed over the workers and the worker template) of each
   further idle workdir with 1, 10, 50 and 100 workdirs; both with workers forked from the
   template against workers started as new processes (``ZODEX_WORKER_TEMPLATE=off``);
+- 500 live idle workdirs on one gateway (50 with ``--quick``, ``scripts/bench_density.py``):
+  the Pss of gateway, template and workers against 4 GiB, and a trivial call's p99 among
+  them against a lone gateway's with one workdir, in alternating blocks;
 - screens (``--screens-only`` runs just this): the worker's CPU for the output of
   ``seq 1 3000000`` with the session's terminal model against without it (in this process,
   as the wait_for row), ``seq 1 3000000`` run to the end through the tools, and a
@@ -1151,9 +1154,14 @@ def runtime_pss_kib(gateway: psutil.Process, root: Path, workdirs: list[Path]) -
 async def worker_start_rows(quick: bool) -> list[Row]:
     """The first call in a fresh workdir and the memory of each further idle workdir, with
     workers forked from the template against workers started as new processes
-    (``ZODEX_WORKER_TEMPLATE=off``), both in this run."""
+    (``ZODEX_WORKER_TEMPLATE=off``), both in this run; then 500 live workdirs on one host
+    (``scripts/bench_density.py``)."""
+    from bench_density import density_rows  # it imports this module's helpers
+
     with tempfile.TemporaryDirectory(prefix="zxw", ignore_cleanup_errors=True) as root:
-        return await _worker_start_rows(Path(root), quick)
+        rows = await _worker_start_rows(Path(root), quick)
+    settle()
+    return rows + await density_rows(50 if quick else 500, 100 if quick else 400)
 
 
 async def _worker_start_rows(root: Path, quick: bool) -> list[Row]:

@@ -98,6 +98,23 @@ async def run(args: argparse.Namespace) -> int:
     pub.setsockopt(zmq.XPUB_WELCOME_MSG, messages.WELCOME)
     pub.bind(event_endpoint)
     pub_fd = int(pub.getsockopt(zmq.FD))
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)  # a signal from READY on stops it cleanly
+    # Ready as soon as the sockets are bound and the record says where: the gateway's
+    # connection and first request then overlap the rest of the start below, which comes
+    # before the first request is read (it is read once the server serves).
+    WorkerRecord(
+        worker_id=args.worker_id,
+        incarnation=args.incarnation,
+        pid=os.getpid(),
+        pid_start=proctree.start_time(os.getpid()),
+        workdir=args.workdir,
+        request_endpoint=request_endpoint,
+        event_endpoint=event_endpoint,
+        protocol=PROTOCOL_VERSION,
+    ).publish(layout)
+    _announce_ready()
 
     become_subreaper()
     reaper = Reaper(loop)
@@ -114,7 +131,6 @@ async def run(args: argparse.Namespace) -> int:
     )
     publisher = EventPublisher(pub, codec)
     loop.add_reader(pub_fd, publisher.read_subscriptions)
-    stop = asyncio.Event()
     idle = IdleTimer(loop, limits.idle_worker_exit_s, stop, lambda: service.table.jobs_left_behind())
     service = WorkerService(
         config, reaper, publisher, on_idle_change=lambda: idle.update(service.table.running_count())
@@ -123,26 +139,12 @@ async def run(args: argparse.Namespace) -> int:
 
     watch_runtime_owner(layout.runtime_lock, loop, stop)
     idle.update(0)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, stop.set)
 
     def sweep_spill() -> None:
         remove_stale_spill_files(config.spill_dir, limits.spill_max_age_s)
         loop.call_later(SPILL_SWEEP_SECONDS, sweep_spill)
 
     sweep_spill()
-    WorkerRecord(
-        worker_id=args.worker_id,
-        incarnation=args.incarnation,
-        pid=os.getpid(),
-        pid_start=proctree.start_time(os.getpid()),
-        workdir=args.workdir,
-        request_endpoint=request_endpoint,
-        event_endpoint=event_endpoint,
-        protocol=PROTOCOL_VERSION,
-    ).publish(layout)
-    _announce_ready()
-
     serving = asyncio.create_task(server.serve())
     asked = asyncio.create_task(server.shutdown_requested.wait())
     stopped = asyncio.create_task(stop.wait())

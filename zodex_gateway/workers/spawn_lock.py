@@ -22,7 +22,9 @@ from typing import Final
 from zodex_system import in_the_way
 
 SPAWN_LOCK_WAIT_S: Final = 10.0
-FLAGS: Final = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted at the path cannot hold the open up, so it is made on the loop
+# (a thread would cost a scheduler's delay on every worker start of a loaded machine).
+FLAGS: Final = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 class SpawnLockUnavailable(Exception):
@@ -88,7 +90,7 @@ class _Waiter:
 async def take(path: Path, wait_s: float | None = None) -> int:
     """The locked file's descriptor (closing it releases the lock)."""
     wait_s = SPAWN_LOCK_WAIT_S if wait_s is None else wait_s
-    fd = await asyncio.to_thread(open_own, path)
+    fd = open_own(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

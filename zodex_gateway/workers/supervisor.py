@@ -104,8 +104,8 @@ class Supervisor:
     async def worker_for(self, real_path: str) -> WorkerClient:
         if self.stopping:
             raise ProtocolError(ErrorCode.STOPPING, STOPPING_MESSAGE)
-        self._check_runtime_dir()
         worker_id = worker_id_for(real_path)
+        self._check_runtime_dir(worker_id)
         self._idle_cap.touch(worker_id)
         client = self.clients.get(worker_id)
         if client is not None and client.alive:
@@ -273,10 +273,12 @@ class Supervisor:
 
     # ---- a removed runtime directory ----------------------------------------------------
 
-    def _check_runtime_dir(self) -> None:
+    def _check_runtime_dir(self, worker_id: str | None) -> None:
         """Make the runtime directory again if it was removed under us, and end the
         workers whose sockets went with it: nobody else can reach them, so their handles
-        answer *lost* (docs/sessions.md#after-exit). A few stats per call."""
+        answer *lost* (docs/sessions.md#after-exit). A few stats per call, whatever the
+        number of workers: every worker's socket is looked at only when the directory
+        was made again, otherwise only that of ``worker_id``, the one this call is for."""
         restored = self.runtime.restore_directory()
         if restored:
             log.warning("the runtime directory %s was removed; made it again", self.layout.root)
@@ -285,8 +287,13 @@ class Supervisor:
                 ErrorCode.WORKER_UNAVAILABLE,
                 f"the runtime directory {self.layout.root} was removed; restart this gateway",
             )
-        for client in [c for c in self.clients.values() if c.alive]:
-            if not os.path.exists(client.record.request_endpoint.removeprefix("ipc://")):
+        if restored:
+            looked_at = list(self.clients.values())
+        else:
+            one = self.clients.get(worker_id) if worker_id is not None else None
+            looked_at = [] if one is None else [one]
+        for client in looked_at:
+            if client.alive and not os.path.exists(client.record.request_endpoint.removeprefix("ipc://")):
                 self._abandon(client)
         if restored:
             self.runtime.release_stale_locks()  # workers of other gateways stop cleanly
@@ -315,9 +322,9 @@ class Supervisor:
         (docs/sessions.md#handles)."""
         if self.stopping:
             raise ProtocolError(ErrorCode.STOPPING, STOPPING_MESSAGE)
-        self._check_runtime_dir()
-        unknown = ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {text}")
         handle = SessionHandle.parse(text)
+        self._check_runtime_dir(None if handle is None else handle.worker_id)
+        unknown = ProtocolError(ErrorCode.UNKNOWN_HANDLE, f"Unknown session handle: {text}")
         if handle is None:
             raise unknown
         record = self.layout.read_record(handle.worker_id)

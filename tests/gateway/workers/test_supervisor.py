@@ -113,6 +113,27 @@ async def test_a_live_worker_is_reused_not_respawned(
         joined.clients.clear()  # leave the worker to its owner: a joined gateway stops what it knows
 
 
+async def test_a_worker_whose_socket_was_removed_is_ended_when_next_used_and_only_then(
+    root: Path, supervisor: Supervisor, workdir: str
+) -> None:
+    """A call looks at the socket of the worker it goes to, not at every worker's: with
+    hundreds of workers that would be hundreds of stats per call."""
+    other_dir = root / "other"
+    other_dir.mkdir()
+    other = await supervisor.worker_for(str(other_dir.resolve()))
+    first = await supervisor.worker_for(workdir)
+    os.unlink(first.record.request_endpoint.removeprefix("ipc://"))
+    assert await supervisor.worker_for(str(other_dir.resolve())) is other
+    assert first.alive and proctree.is_alive(first.record.pid, first.record.pid_start)
+    successor = await supervisor.worker_for(workdir)
+    assert successor.incarnation == 2 and not first.alive
+    await wait_for(
+        lambda: not proctree.is_alive(first.record.pid, first.record.pid_start),
+        what="the unreachable worker to be ended",
+    )
+    assert (await run(successor, "echo ok", workdir))["output"] == "ok\n"
+
+
 async def test_a_dead_worker_is_replaced_until_the_policy_gives_up(
     owned: Runtime, supervisor: Supervisor, workdir: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -258,7 +279,7 @@ async def test_a_handle_of_a_live_worker_this_gateway_never_met(
         joined.clients.clear()  # leave the worker to its owner
 
 
-@pytest.mark.parametrize("planted", ["link", "empty directory"])
+@pytest.mark.parametrize("planted", ["link", "empty directory", "fifo"])
 async def test_something_planted_at_the_spawn_lock_is_removed_not_followed(
     root: Path, owned: Runtime, workdir: str, planted: str
 ) -> None:
@@ -270,6 +291,8 @@ async def test_something_planted_at_the_spawn_lock_is_removed_not_followed(
     target.write_text("untouched")
     if planted == "link":
         lock.symlink_to(target)
+    elif planted == "fifo":  # opened on the loop: it must not hold the open up
+        os.mkfifo(lock)
     else:
         lock.mkdir()
     async with supervising(owned) as supervisor:
@@ -316,11 +339,14 @@ async def test_a_free_spawn_lock_is_taken_without_a_thread_and_a_held_one_waited
     real_thread = threading.Thread
 
     def counting_thread(*args: Any, **kwargs: Any) -> threading.Thread:
-        if kwargs.get("name") == "zodex-spawn-lock":  # not the executor's, which opens the file
-            started.append(kwargs["name"])
+        started.append(kwargs.get("name", "another"))
         return real_thread(*args, **kwargs)
 
+    def no_executor(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("the lock file is opened on the loop, not on the executor")
+
     monkeypatch.setattr(spawn_lock.threading, "Thread", counting_thread)
+    monkeypatch.setattr(spawn_lock.asyncio, "to_thread", no_executor)
     path = root / "free.lock"
     fd = await spawn_lock.take(path)
     assert started == [], "a free lock costs no thread"
