@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 import psutil
-from bench import GATEWAY, Bench, Row, percentile, pss_kib, settle, worker_pid
+from bench import GATEWAY, Bench, Row, percentile, pss_kib, runtime_pss_kib, settle
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -56,12 +56,7 @@ def gateway_process(env_mark: str) -> psutil.Process:
 
 def host_pss_kib(gateway: psutil.Process, root: Path, workdirs: list[Path]) -> int:
     """Pss summed over the gateway, its worker template and the workers of ``workdirs``."""
-    pids = [gateway.pid]
-    for child in gateway.children():
-        with contextlib.suppress(psutil.Error):
-            if "zodex_worker.template" in " ".join(child.cmdline()):
-                pids.append(child.pid)
-    return sum(pss_kib(pid) for pid in [*pids, *(worker_pid(root, d) for d in workdirs)])
+    return pss_kib(gateway.pid) + runtime_pss_kib(gateway, root, workdirs)
 
 
 def available_kib() -> int:
