@@ -73,37 +73,53 @@ class Database:
 
     @contextmanager
     def _transaction(self, begin: str, failure: str) -> Iterator[sqlite3.Connection]:
-        conn = self.conn
-        if conn is None:
-            raise HistoryUnavailable(failure.replace("{error}", "history is closed"), "history is closed")
+        conn = self._open(failure)
         try:
             conn.execute(begin)
             try:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException:
-                if conn.in_transaction:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass  # the original error is the one worth reporting
+                _roll_back(conn)
                 raise
         except sqlite3.Error as exc:
-            cause = one_line(str(exc))
-            raise HistoryUnavailable(one_line(failure.replace("{error}", cause)), cause) from exc
+            raise _unavailable(failure, exc) from exc
+
+    def run(self, failure: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` in one write transaction, as :meth:`write` runs its block but without
+        the size check (the caller makes it, knowing what it wrote) and without the two
+        generator frames of the context managers: every call's begin and completion come
+        here, on the event loop."""
+        with self.lock:
+            conn = self._open(failure)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    done = work(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    _roll_back(conn)
+                    raise
+            except sqlite3.Error as exc:
+                raise _unavailable(failure, exc) from exc
+        return done
+
+    def _open(self, failure: str) -> sqlite3.Connection:
+        if self.conn is None:
+            raise HistoryUnavailable(failure.replace("{error}", "history is closed"), "history is closed")
+        return self.conn
 
     def essential(self, failure: str, write: Callable[[sqlite3.Connection], T]) -> T:
-        """A write that must not be lost to a full disk: if the disk is full, give up the
-        reserved space and try once more (docs/history.md#recording)."""
+        """A write that must not be lost to a full disk (:meth:`run`, so the caller checks
+        the size): if the disk is full, give up the reserved space and try once more
+        (docs/history.md#recording)."""
         try:
-            with self.write(failure) as conn:
-                return write(conn)
+            return self.run(failure, write)
         except HistoryUnavailable as exc:
             if not is_disk_full(exc.__cause__) or not self._reserve.release():
                 raise
             log.warning("history: the disk is full; using the space kept for completing calls")
-            with self.write(failure) as conn:
-                return write(conn)
+            return self.run(failure, write)
 
     def compact_step(self) -> tuple[int, bool, int]:
         """Give up to one step of free pages back and checkpoint the WAL, truncating it:
@@ -119,3 +135,16 @@ class Database:
                 cause = one_line(str(exc))
                 raise HistoryUnavailable(f"history cannot compact itself: {cause}", cause) from exc
         return freed, truncated, free
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the original error is the one worth reporting
+
+
+def _unavailable(failure: str, exc: sqlite3.Error) -> HistoryUnavailable:
+    cause = one_line(str(exc))
+    return HistoryUnavailable(one_line(failure.replace("{error}", cause)), cause)
