@@ -15,7 +15,8 @@ from zodex_gateway.history.schema import INVOCATION_OVERHEAD, ROW_OVERHEAD
 _ID_ATTEMPTS: Final = 64  # ids rarely collide; a pathological clock should fail, not spin
 
 
-def insert(conn: sqlite3.Connection, now: float, call: CallStart) -> str:
+def insert(conn: sqlite3.Connection, now: float, call: CallStart) -> tuple[str, int]:
+    """The new pending call's id, and its row's size."""
     agent_id, tool_name, args = call["agent_id"], call["tool_name"], call["args"]
     declared_workdir, real_workdir = call["declared_workdir"], call["real_workdir"]
     session_handle = call.get("session_handle")
@@ -23,10 +24,11 @@ def insert(conn: sqlite3.Connection, now: float, call: CallStart) -> str:
     if agent_id is not None:
         # A call is the agent being seen: callers need not write agent_for() every time.
         conn.execute("UPDATE agents SET last_seen = MAX(last_seen, ?) WHERE agent_id = ?", (now, agent_id))
-    args_json = dump_json(args)
-    size = INVOCATION_OVERHEAD + sum(
-        utf8_size(v) for v in (args_json, tool_name, agent_id, declared_workdir, real_workdir, session_handle)
-    )
+    args_json, args_size = dump_json(args)
+    size = (
+        INVOCATION_OVERHEAD + args_size + utf8_size(tool_name) + utf8_size(agent_id)
+        + utf8_size(declared_workdir) + utf8_size(real_workdir) + utf8_size(session_handle)
+    )  # fmt: skip
     creator: str | None = None
     cross_agent = False
     if session_handle is not None:
@@ -60,27 +62,28 @@ def insert(conn: sqlite3.Connection, now: float, call: CallStart) -> str:
             )
         except sqlite3.IntegrityError:
             continue  # the same id drawn twice in one millisecond
-        return invocation_id
+        return invocation_id, size
     raise sqlite3.IntegrityError("no free invocation id found")
 
 
-def finish(conn: sqlite3.Connection, invocation_id: str, now: float, outcome: CallOutcome) -> None:
+def finish(conn: sqlite3.Connection, invocation_id: str, now: float, outcome: CallOutcome) -> int:
+    """The bytes of values it added (0: the call was already completed or is gone)."""
     ok, result, error = outcome["ok"], outcome["result"], outcome.get("error")
     session_handle = outcome.get("session_handle")
     row = conn.execute(
         "SELECT agent_id, started_at, session_handle, status FROM invocations WHERE id = ?", (invocation_id,)
     ).fetchone()
     if row is None or row[3] not in (PENDING, INCOMPLETE):
-        return
+        return 0
     agent_id, started_at, handle, _ = row
-    result_json = None if result is None else dump_json(result)
-    added = utf8_size(result_json) + utf8_size(error)
+    result_json, added = (None, 0) if result is None else dump_json(result)
+    added += utf8_size(error)
     if handle is None and session_handle is not None:
         # Only a call that targeted no session at begin() can have created one.
         handle = session_handle
         sessions.claim(conn, handle, agent_id=agent_id, invocation_id=invocation_id)
         added += utf8_size(handle)
-    _insert_files(conn, invocation_id, outcome.get("files", ()))
+    files = _insert_files(conn, invocation_id, outcome.get("files", ()))
     conn.execute(
         "UPDATE invocations SET status = ?, duration_ms = ?, result = ?, error = ?, session_handle = ?,"
         " incomplete_reason = NULL, size = size + ? WHERE id = ?",
@@ -94,21 +97,28 @@ def finish(conn: sqlite3.Connection, invocation_id: str, now: float, outcome: Ca
             invocation_id,
         ),
     )
+    return added + files
 
 
-def _insert_files(conn: sqlite3.Connection, invocation_id: str, files: Sequence[FileChange]) -> None:
+def _insert_files(conn: sqlite3.Connection, invocation_id: str, files: Sequence[FileChange]) -> int:
+    """The rows' sizes, summed."""
     rows = []
+    total = 0
     for idx, change in enumerate(files):
-        diff_json = dump_json(list(change.diff))
-        size = ROW_OVERHEAD + sum(
-            utf8_size(v) for v in (change.operation, change.path, change.old_path, diff_json)
+        diff_json, diff_size = dump_json(list(change.diff))
+        size = (
+            ROW_OVERHEAD
+            + diff_size
+            + sum(utf8_size(v) for v in (change.operation, change.path, change.old_path))
         )
         what = (change.operation, change.path, change.old_path, change.added, change.removed)
         rows.append((invocation_id, idx, *what, diff_json, size))
+        total += size
     if not rows:
-        return
+        return 0
     conn.executemany(
         "INSERT INTO file_changes (invocation_id, idx, operation, path, old_path, added, removed, diff, size)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
+    return total

@@ -27,6 +27,11 @@ MAX_CHUNK_CHARS: Final = 64 * 1024
 # would take the CPU the command and its worker need (zstd costs more than all of
 # history's other work on such output), so its frames are stored as they are.
 FLOOD_CHARS: Final = 128 * 1024
+# So is a batch holding one event this large even when the writer keeps up: a worker
+# sends an event per 64 KiB read or 20 ms, so half of that in one event is output at
+# 1.6 MB/s or more (`seq` arrives as 64 KiB events; compressing them took about 30 ms of
+# the gateway's CPU per million lines on a busy machine).
+FLOOD_EVENT_CHARS: Final = 32 * 1024
 # A chunk smaller than this (a prompt, a few lines) stays in its row: a frame and a file
 # write per handle and batch cost more than the row's page does.
 INLINE_BYTES: Final = 4096
@@ -47,8 +52,9 @@ class Piece:
 
 def merge_output(batch: Sequence[tuple[str, str]]) -> list[Piece]:
     """Consecutive pieces of one handle joined, up to :data:`MAX_CHUNK_CHARS`, compressed
-    unless the batch is a flood's (:data:`FLOOD_CHARS`)."""
-    fast = sum(len(text) for _, text in batch) >= FLOOD_CHARS
+    unless the batch is a flood's (:data:`FLOOD_CHARS`, :data:`FLOOD_EVENT_CHARS`)."""
+    lengths = [len(text) for _, text in batch]
+    fast = bool(lengths) and (sum(lengths) >= FLOOD_CHARS or max(lengths) >= FLOOD_EVENT_CHARS)
     pieces: list[Piece] = []
     handle: str | None = None
     parts: list[str] = []

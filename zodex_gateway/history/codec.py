@@ -5,17 +5,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
+# Made once: json.dumps builds a new encoder for every call given any option.
+_encode_utf8 = json.JSONEncoder(ensure_ascii=False).encode
+_encode_ascii = json.JSONEncoder(ensure_ascii=True).encode
 
-def dump_json(value: Any) -> str:
-    """JSON that reads back to an equal value and is valid UTF-8 for SQLite."""
-    text = json.dumps(value, ensure_ascii=False)
+
+def dump_json(value: Any) -> tuple[str, int]:
+    """JSON that reads back to an equal value and is valid UTF-8 for SQLite, and its
+    UTF-8 size."""
+    text = _encode_utf8(value)
+    if text.isascii():
+        return text, len(text)
     try:
-        text.encode("utf-8")
+        return text, len(text.encode("utf-8"))
     except UnicodeEncodeError:
         # A lone surrogate (from a JSON "\ud800" escape) has no UTF-8 form; escaping
         # keeps it exactly, at the cost of readability for this one value.
-        return json.dumps(value, ensure_ascii=True)
-    return text
+        text = _encode_ascii(value)
+        return text, len(text)
 
 
 def load_json(text: str | None) -> Any:
@@ -23,7 +30,10 @@ def load_json(text: str | None) -> Any:
 
 
 def utf8_size(text: str | None) -> int:
-    return 0 if text is None else len(text.encode("utf-8", "surrogatepass"))
+    if text is None:
+        return 0
+    # isascii() reads a flag of the string: no encoding for the common case.
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def storable_text(text: str) -> tuple[str, int]:

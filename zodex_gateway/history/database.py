@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import Literal, TypeVar
 
 from zodex_gateway.history.records import HistoryUnavailable
@@ -71,39 +72,33 @@ class Database:
         with self.lock, self._transaction("BEGIN", failure) as conn:
             yield conn
 
-    @contextmanager
-    def _transaction(self, begin: str, failure: str) -> Iterator[sqlite3.Connection]:
-        conn = self.conn
-        if conn is None:
+    def _transaction(self, begin: str, failure: str) -> _Transaction:
+        return _Transaction(self._open(failure), begin, failure)
+
+    def run(self, failure: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` in one write transaction, as :meth:`write` runs its block but without
+        the size check (the caller makes it, knowing what it wrote) and without the
+        generator frame of a context manager: every call's begin and completion come
+        here, on the event loop."""
+        with self.lock, self._transaction("BEGIN IMMEDIATE", failure) as conn:
+            return work(conn)
+
+    def _open(self, failure: str) -> sqlite3.Connection:
+        if self.conn is None:
             raise HistoryUnavailable(failure.replace("{error}", "history is closed"), "history is closed")
-        try:
-            conn.execute(begin)
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass  # the original error is the one worth reporting
-                raise
-        except sqlite3.Error as exc:
-            cause = one_line(str(exc))
-            raise HistoryUnavailable(one_line(failure.replace("{error}", cause)), cause) from exc
+        return self.conn
 
     def essential(self, failure: str, write: Callable[[sqlite3.Connection], T]) -> T:
-        """A write that must not be lost to a full disk: if the disk is full, give up the
-        reserved space and try once more (docs/history.md#recording)."""
+        """A write that must not be lost to a full disk (:meth:`run`, so the caller checks
+        the size): if the disk is full, give up the reserved space and try once more
+        (docs/history.md#recording)."""
         try:
-            with self.write(failure) as conn:
-                return write(conn)
+            return self.run(failure, write)
         except HistoryUnavailable as exc:
             if not is_disk_full(exc.__cause__) or not self._reserve.release():
                 raise
             log.warning("history: the disk is full; using the space kept for completing calls")
-            with self.write(failure) as conn:
-                return write(conn)
+            return self.run(failure, write)
 
     def compact_step(self) -> tuple[int, bool, int]:
         """Give up to one step of free pages back and checkpoint the WAL, truncating it:
@@ -119,3 +114,47 @@ class Database:
                 cause = one_line(str(exc))
                 raise HistoryUnavailable(f"history cannot compact itself: {cause}", cause) from exc
         return freed, truncated, free
+
+
+class _Transaction:
+    """One transaction on ``conn``: committed when its block ends, rolled back when it
+    raises; any SQLite error leaves as HistoryUnavailable(``failure``). A class, not a
+    generator: entering and leaving it is cheap enough for every recorded call."""
+
+    __slots__ = ("begin", "conn", "failure")
+
+    def __init__(self, conn: sqlite3.Connection, begin: str, failure: str) -> None:
+        self.conn, self.begin, self.failure = conn, begin, failure
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self.conn.execute(self.begin)
+        except sqlite3.Error as exc:
+            raise _unavailable(self.failure, exc) from exc
+        return self.conn
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None:
+            try:
+                self.conn.execute("COMMIT")
+                return
+            except sqlite3.Error as failed:
+                exc = failed
+        _roll_back(self.conn)
+        if isinstance(exc, sqlite3.Error):
+            raise _unavailable(self.failure, exc) from exc
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the original error is the one worth reporting
+
+
+def _unavailable(failure: str, exc: sqlite3.Error) -> HistoryUnavailable:
+    cause = one_line(str(exc))
+    return HistoryUnavailable(one_line(failure.replace("{error}", cause)), cause)

@@ -75,9 +75,10 @@ def size_step(conn: sqlite3.Connection, dead: list[int], *, excess: int, budget:
 def trim_marker(conn: sqlite3.Connection) -> tuple[int, int]:
     """(newest seq, pending calls): while these stay the same, a size trim that found
     nothing to delete would find nothing again."""
+    # 'pending' as a literal, so that the partial index of pending calls counts them.
     row = conn.execute(
-        "SELECT COALESCE(MAX(seq), -1), (SELECT COUNT(*) FROM invocations WHERE status = ?) FROM invocations",
-        (PENDING,),
+        "SELECT COALESCE(MAX(seq), -1),"
+        f" (SELECT COUNT(*) FROM invocations WHERE status = '{PENDING}') FROM invocations"
     ).fetchone()
     return int(row[0]), int(row[1])
 

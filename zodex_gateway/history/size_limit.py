@@ -1,8 +1,10 @@
 """Keeping history within ``history.max-size`` bytes on disk as it is written
 (docs/history.md#retention).
 
-Size is what the files take: the database plus its WAL. After every write the store asks
-:meth:`SizeLimit.wrote` (two ``stat`` calls); over the limit, a trim runs — at once on the
+Size is what the files take: the database plus its WAL. After every write the store tells
+:meth:`SizeLimit.wrote` how much it can at most have added; the files are measured (two
+``stat`` calls) only once those amounts could have used up the room the last measure left
+under the limit. Over the limit, a trim runs — at once on the
 output capture's thread (so a flood of output overshoots by at most one batch), and on
 this module's own thread for writes made on the event loop. A trim checkpoints and
 truncates the WAL, gives freed pages back (incremental vacuum), and deletes the oldest
@@ -26,6 +28,17 @@ log = logging.getLogger("zodex.gateway")
 # output near the limit trims once per few megabytes, not after every batch.
 HEADROOM_BYTES: Final = 4 * 1024 * 1024
 LOG_EVERY_S: Final = 60.0  # trims under a steady flood are summed into one line a minute
+# What one small write (a call's begin or completion, a process row) adds to the files at
+# most, beyond twice its values: a begin dirties six pages (25 KB of WAL frames), the
+# checkpoint that copies them may grow the database file by as much again, and now and
+# then a b-tree split or a pointer-map page adds a few more.
+SMALL_WRITE_BYTES: Final = 128 * 1024
+
+
+def written_at_most(value_bytes: int) -> int:
+    """What a small write holding ``value_bytes`` of values adds to the files at most:
+    they pass through the WAL once and are then copied into the database."""
+    return SMALL_WRITE_BYTES + 2 * value_bytes
 
 
 class Trimmable(Protocol):
@@ -83,13 +96,25 @@ class SizeLimit:
         self._unlogged = 0
         self._logged_at = float("-inf")
         self._failing = False
+        # Bytes the files may still grow by before they can be over the limit, from the
+        # last measure less what was written since at most. Threads update it without a
+        # lock: a lost update only measures the files a write later or sooner.
+        self._room = 0
 
     def over(self) -> bool:
-        return self._max is not None and self._store.disk_bytes() > self._max
+        if self._max is None:
+            return False
+        self._room = self._max - self._store.disk_bytes()
+        return self._room < 0
 
-    def wrote(self) -> None:
-        """After a write on any thread: over the limit, wake the trimming thread."""
-        if self._closing or not self.over():
+    def wrote(self, at_most: int) -> None:
+        """After a write on any thread that added at most ``at_most`` bytes to the files
+        (:func:`written_at_most`): when that may have crossed the limit, measure; over
+        it, wake the trimming thread."""
+        if self._max is None or self._closing:
+            return
+        self._room -= at_most
+        if self._room >= 0 or not self.over():
             return
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="zodex-history-trim", daemon=True)

@@ -18,6 +18,7 @@ from typing import Any, Final, Unpack
 from zodex_gateway.history import agents as agent_rows
 from zodex_gateway.history import calls, chunks, output_cap, retention, sessions
 from zodex_gateway.history.chunks import ChunkWriter
+from zodex_gateway.history.codec import utf8_size
 from zodex_gateway.history.database import Database, SizeCheck, one_line
 from zodex_gateway.history.query import InvocationFilter, select_invocations
 from zodex_gateway.history.records import (
@@ -35,7 +36,7 @@ from zodex_gateway.history.records import (
 from zodex_gateway.history.reserve import RESERVE_NAME, SpaceReserve
 from zodex_gateway.history.schema import HISTORY_SCHEMA, migrate
 from zodex_gateway.history.segments import SegmentFiles, segment_text_bytes
-from zodex_gateway.history.size_limit import SizeLimit
+from zodex_gateway.history.size_limit import SizeLimit, written_at_most
 from zodex_gateway.history.storage import counted_files, disk_bytes, is_incremental, make_incremental
 
 log = logging.getLogger("zodex.gateway")
@@ -44,6 +45,7 @@ DEFAULT_BUSY_TIMEOUT_S: Final = 5.0
 # Invocations per transaction while trimming: deleting a call with megabytes of output
 # takes a few ms, and calls being recorded wait for the write lock meanwhile.
 RETENTION_BATCH: Final = 64
+_BEGIN_FAILURE: Final = "history cannot record this call (disk full?): {error}; nothing was run"
 
 
 class HistoryStore:
@@ -111,16 +113,15 @@ class HistoryStore:
 
     def _check_size(self, size_check: SizeCheck) -> None:
         if size_check == "wake":
-            self._limit.wrote()
+            self._limit.wrote(written_at_most(0))  # an agent, an alias: a few small values
         elif size_check == "enforce":
             self._limit.enforce()
 
     def _recover(self) -> None:
         now = self._clock()
         with self._db.read() as conn:
-            pending = conn.execute(
-                "SELECT 1 FROM invocations WHERE status = ? LIMIT 1", (PENDING,)
-            ).fetchone()
+            # 'pending' as a literal, as the partial index names it (schema.py, _V5).
+            pending = conn.execute(f"SELECT 1 FROM invocations WHERE status = '{PENDING}' LIMIT 1").fetchone()
             running = sessions.any_running(conn)
         try:
             # Under the write lock: no other process is between an append and its commit.
@@ -131,8 +132,8 @@ class HistoryStore:
                 return
             with self._db.write("history cannot close calls left by a stopped runtime: {error}") as conn:
                 conn.execute(
-                    "UPDATE invocations SET status = ?, incomplete_reason = ? WHERE status = ?",
-                    (INCOMPLETE, RUNTIME_STOPPED, PENDING),
+                    f"UPDATE invocations SET status = ?, incomplete_reason = ? WHERE status = '{PENDING}'",
+                    (INCOMPLETE, RUNTIME_STOPPED),
                 )
                 sessions.end_running_as_lost(conn, now)
         except HistoryUnavailable as exc:
@@ -173,8 +174,8 @@ class HistoryStore:
         ``by_person`` marks a person's input from a viewer.
         Raises HistoryUnavailable, and then the call must not run."""
         now = self._clock()
-        with self._db.write("history cannot record this call (disk full?): {error}; nothing was run") as conn:
-            invocation = calls.insert(conn, now, call)
+        invocation, size = self._db.run(_BEGIN_FAILURE, lambda conn: calls.insert(conn, now, call))
+        self._limit.wrote(written_at_most(size))
         self._reserve.ensure()  # made again once a full disk has room
         return invocation
 
@@ -185,7 +186,8 @@ class HistoryStore:
         incomplete while it was in fact still running is completed normally."""
         now = self._clock()
         failure = f"history cannot complete call {invocation_id}: " + "{error}"
-        self._db.essential(failure, lambda conn: calls.finish(conn, invocation_id, now, outcome))
+        added = self._db.essential(failure, lambda conn: calls.finish(conn, invocation_id, now, outcome))
+        self._limit.wrote(written_at_most(added))
 
     def invocations(self, **match: Unpack[InvocationFilter]) -> list[Invocation]:
         """Matching invocations, newest last; ``workdir`` matches declared or real. See
@@ -230,10 +232,12 @@ class HistoryStore:
         """``invocation_id``: the exec call that started it, when the worker echoes it."""
         failure = "history cannot record a process start: {error}"
         self._db.essential(failure, lambda conn: sessions.started(conn, handle, start))
+        self._limit.wrote(written_at_most(utf8_size(start["cmd"]) + utf8_size(start["cwd"])))
 
     def process_ended(self, handle: str, **end: Unpack[ProcessEnd]) -> None:
         failure = "history cannot record a process end: {error}"
         self._db.essential(failure, lambda conn: sessions.ended(conn, handle, end))
+        self._limit.wrote(written_at_most(utf8_size(end["signal"]) + utf8_size(end["reason"])))
 
     def append_output(self, batch: Sequence[tuple[str, str]]) -> None:
         """Store ``(handle, raw text)`` pieces, in arrival order, in one transaction: each
@@ -265,6 +269,7 @@ class HistoryStore:
         """The capture of this session missed output; the first reason given is kept."""
         failure = "history cannot record an output gap: {error}"
         self._db.essential(failure, lambda conn: sessions.mark_incomplete(conn, handle, reason))
+        self._limit.wrote(written_at_most(utf8_size(reason)))
 
     def output(self, handle: str) -> tuple[str, bool]:
         """The session's full raw output and whether it was captured (and is still stored)

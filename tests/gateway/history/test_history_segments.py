@@ -18,7 +18,7 @@ import pytest
 from tests.gateway.history.history_support import Clock, count_rows, exec_call, raw_db
 from tests.support.second_user import require_second_user, run_as_second_user, world_tree_dir
 from zodex_gateway.history import HistoryStore, HistoryUnavailable, clear_history
-from zodex_gateway.history.chunks import FLOOD_CHARS, INLINE_BYTES, MAX_CHUNK_CHARS
+from zodex_gateway.history.chunks import FLOOD_CHARS, FLOOD_EVENT_CHARS, INLINE_BYTES, MAX_CHUNK_CHARS
 from zodex_gateway.history.records import OUTPUT_LOST
 from zodex_gateway.history.segments import MIN_SEGMENT_TEXT_BYTES, SEGMENT_TEXT_BYTES, STORED
 from zodex_gateway.history.storage import SEGMENTS_DIR
@@ -75,6 +75,21 @@ def test_a_flood_is_stored_as_it_is_and_the_rest_compressed(store: HistoryStore,
     assert frames["h2"] == FLOOD_CHARS + chunks * len(STORED), "stored as it is, a marker byte per chunk"
     assert store.output("h1") == (calm, True)
     assert store.output("h2") == ("y" * FLOOD_CHARS, True)
+
+
+def test_one_large_event_is_a_flood_even_when_the_writer_keeps_up(
+    store: HistoryStore, history_dir: Path
+) -> None:
+    # A flood's events arrive 64 KiB at a time; a writer that keeps up gets them one a batch.
+    line_block = "".join(f"{n}\r\n" for n in range(6000))
+    assert FLOOD_EVENT_CHARS <= len(line_block) < FLOOD_CHARS
+    store.append_output([("h3", line_block)])
+    store.append_output([("h4", line_block[: FLOOD_EVENT_CHARS - 1])])
+    with raw_db(history_dir) as conn:
+        frames = dict(conn.execute("SELECT handle, SUM(frame_bytes) FROM output_chunks GROUP BY handle"))
+    assert frames["h3"] == len(line_block) + len(STORED), "stored as it is"
+    assert frames["h4"] < (FLOOD_EVENT_CHARS - 1) // 2, "compressed"
+    assert store.output("h3") == (line_block, True)
 
 
 def test_the_output_cap_frees_whole_segments_as_the_tail_moves(history_dir: Path, clock: Clock) -> None:

@@ -179,6 +179,20 @@ def test_calls_recorded_on_the_loop_are_trimmed_on_a_thread(history_dir: Path, c
         assert 2 <= len(store.invocations()) <= 4
 
 
+def test_many_small_calls_are_trimmed_too(history_dir: Path, clock: Clock) -> None:
+    # Small writes measure the files only once what they may have added could reach the
+    # limit: thousands of them must still come back under it.
+    with HistoryStore(history_dir, clock=clock, max_bytes=1 * MIB) as store:
+        for n in range(4000):
+            exec_call(store, agent_id="aaaa", cmd=f"echo {n} " + "x" * 200)
+            clock.advance(0.01)
+        wait_until(lambda: store.disk_bytes() <= 1 * MIB, what="the trimming thread to catch up")
+        kept = len(store.invocations())
+        assert 0 < kept < 4000
+        exec_call(store, agent_id="aaaa")
+        assert store.disk_bytes() <= 1 * MIB + 256 * KIB
+
+
 def test_newest_and_pending_calls_are_kept_over_the_limit(history_dir: Path, clock: Clock) -> None:
     with HistoryStore(history_dir, clock=clock, max_bytes=256 * KIB) as store:
         big = {"patch": "+" * (400 * KIB)}
@@ -281,7 +295,7 @@ def test_an_older_history_is_migrated_and_stays_readable(history_dir: Path, cloc
         assert store.output("h-old") == ("o" * 2_000_000, True)
         assert [inv.id for inv in store.invocations()] == ["old1"]
         with raw_db(history_dir) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == HISTORY_SCHEMA == 4
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == HISTORY_SCHEMA == 5
             assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
             assert conn.execute("SELECT output_bytes FROM processes").fetchone()[0] == 2_000_000
         exec_call(store, agent_id=None)
