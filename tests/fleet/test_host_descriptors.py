@@ -14,13 +14,13 @@ from tests.fleet.fleet_support import (
     Gateway,
     fleet_host,
     mcp,
+    one_gateway_key,
     require_netns,
     result_json,
     write_gateway_config,
 )
 from tests.support.accounts import runnable_install
 from tests.support.waiting import wait_until
-from zodex_gateway.fleet import keys
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -40,11 +40,7 @@ async def test_the_host_raises_its_own_limit_and_its_commands_keep_the_usual(tmp
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard <= LOW_SOFT:
         pytest.skip(f"the hard open-files limit here is {hard}")
-    tmp_path.chmod(0o755)
-    gateway_keys = tmp_path / "gateways"
-    gateway_keys.mkdir()
-    gateway_keys.chmod(0o755)
-    keys.keygen(gateway_keys, "gw")
+    gateway_keys = one_gateway_key(tmp_path)
     with runnable_install() as venv, fleet_host("lim", venv / "bin" / "python3", gateway_keys) as host:
         host.stop()  # started again as systemd would start it, with a soft limit of 512
         starts = host.log().count(" serving on ")

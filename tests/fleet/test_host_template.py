@@ -13,13 +13,13 @@ from tests.fleet.fleet_support import (
     Gateway,
     fleet_host,
     mcp,
+    one_gateway_key,
     require_netns,
     result_json,
     write_gateway_config,
 )
 from tests.support.accounts import runnable_install
 from tests.support.waiting import wait_until
-from zodex_gateway.fleet import keys
 from zodex_system import proctree
 
 pytestmark = pytest.mark.timeout(180)
@@ -34,11 +34,7 @@ def status_line(pid: int, name: str) -> list[str]:
 
 async def test_the_hosts_workers_are_forked_by_the_agents_template(tmp_path: Path) -> None:
     require_netns()
-    tmp_path.chmod(0o755)
-    gateway_keys = tmp_path / "gateways"
-    gateway_keys.mkdir()
-    gateway_keys.chmod(0o755)
-    keys.keygen(gateway_keys, "gw")
+    gateway_keys = one_gateway_key(tmp_path)
     with runnable_install() as venv, fleet_host("tpl", venv / "bin" / "python3", gateway_keys) as host:
         wait_until(lambda: "worker template ready" in host.log(), timeout=30, what="the host's template")
         gateway = Gateway(tmp_path / "gw.toml", host.python)

@@ -8,6 +8,8 @@ import contextlib
 import os
 import selectors
 import signal
+import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -16,6 +18,9 @@ from zodex_system import proctree
 
 KILL_ROUNDS: Final = 20
 KILL_WAIT_S: Final = 5.0
+# Group write for the worker's sockets: the service reaches them through the agent's own
+# group (a user-private group), never the other way round.
+WORKER_UMASK: Final = 0o002
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,35 @@ class AgentAccount:
     uid: int
     gid: int
     home: Path
+
+
+def start_as_agent(
+    argv: list[str],
+    agent: AgentAccount,
+    env: dict[str, str],
+    stdout: int,
+    stderr: int,
+    pass_fds: Sequence[int] = (),
+) -> subprocess.Popen[bytes]:
+    """A process of the agent account as every worker and the worker template start: the
+    agent's uid and own group and no other, umask :data:`WORKER_UMASK`, ``/``, ``env``, a
+    session of its own, stdin ``/dev/null``, no descriptor but ``pass_fds``. OSError if it
+    cannot be started."""
+    return subprocess.Popen(
+        argv,
+        pass_fds=pass_fds,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        cwd="/",
+        env=env,
+        user=agent.uid,
+        group=agent.gid,
+        extra_groups=[],
+        umask=WORKER_UMASK,
+        start_new_session=True,
+        close_fds=True,
+    )
 
 
 def agent_uids(pid: int) -> tuple[int, int] | None:

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from zodex_gateway.sprite.agent_processes import AgentAccount
+from zodex_gateway.sprite.agent_processes import AgentAccount, start_as_agent
 from zodex_gateway.workers.restart_policy import RestartPolicy
 
 FORK_ANSWER_S: Final = 5.0
@@ -128,14 +128,12 @@ class AgentTemplate:
         argv: list[str],
         agent: AgentAccount,
         env: dict[str, str],
-        umask: int,
         log: Callable[[str], None],
         unwatch: Callable[[socket.socket], None],
     ) -> None:
         self.argv = argv
         self.agent = agent
         self.env = env
-        self.umask = umask
         self.log = log
         self.unwatch = unwatch  # the helper stops watching the channel before it is closed
         self.policy = RestartPolicy()
@@ -154,20 +152,13 @@ class AgentTemplate:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         try:
-            self.proc = subprocess.Popen(
+            self.proc = start_as_agent(
                 [*self.argv, "--channel", str(theirs.fileno())],
+                self.agent,
+                self.env,
+                subprocess.DEVNULL,
+                err_w,
                 pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err_w,
-                cwd="/",
-                env=self.env,
-                user=self.agent.uid,
-                group=self.agent.gid,
-                extra_groups=[],
-                umask=self.umask,
-                start_new_session=True,
-                close_fds=True,
             )
         except OSError as exc:
             ours.close()

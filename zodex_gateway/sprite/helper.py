@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
-from zodex_gateway.sprite.agent_processes import AgentAccount, kill_all, owned_by
+from zodex_gateway.sprite.agent_processes import AgentAccount, kill_all, owned_by, start_as_agent
 from zodex_gateway.sprite.agent_template import UNKNOWN_STATUS, AgentTemplate, ForkedWorker, TemplateFailed
 from zodex_protocol.handles import MAX_INCARNATION, worker_id_for
 from zodex_protocol.limits import Limits
@@ -55,9 +55,6 @@ MAX_ERROR_CHARS: Final = 1000  # an error reply always fits in a message
 MAX_LIMIT: Final = 2**53
 # ``ZODEX_SESSION_HANDLE=<worker id><incarnation>-``: nothing else is a marker.
 _MARKER: Final = re.compile(rf"{proctree.SESSION_MARKER}=[0-9A-Za-z]{{1,64}}-")
-# Group write for the worker's sockets: the service reaches them through the agent's own
-# group (a user-private group), never the other way round.
-WORKER_UMASK: Final = 0o002
 
 
 @dataclass(frozen=True)
@@ -138,9 +135,7 @@ class Helper:
         self.template = (
             None
             if config.template_argv is None
-            else AgentTemplate(
-                config.template_argv, config.agent, config.env, WORKER_UMASK, say, self.unwatch
-            )
+            else AgentTemplate(config.template_argv, config.agent, config.env, say, self.unwatch)
         )
 
     def run(self) -> NoReturn:
@@ -374,20 +369,7 @@ class Helper:
         """A worker started as a new process, the helper's child; its pid."""
         config = self.config
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                cwd="/",
-                env=config.env,
-                user=config.agent.uid,
-                group=config.agent.gid,
-                extra_groups=[],
-                umask=WORKER_UMASK,
-                start_new_session=True,
-                close_fds=True,
-            )
+            proc = start_as_agent(argv, config.agent, config.env, out_w, err_w)
         except OSError as exc:
             for fd in (out_r, err_r):
                 os.close(fd)
