@@ -50,6 +50,11 @@ class ForkRefused(TemplateFailed):
     stop; the worker is started the usual way."""
 
 
+class WorkerGone(ForkRefused):
+    """The process it named has already exited: nothing to act on, and no proof of a lie (a
+    worker may end before it is checked); the worker is started the usual way."""
+
+
 @dataclass
 class ForkedWorker:
     """A worker the template forked, checked; the helper holds its pidfd until it ends."""
@@ -98,13 +103,13 @@ def check_forked(message: dict[str, Any], fds: list[int], template_pid: int, age
     if target is None:
         raise TemplateFailed(f"sent a descriptor that is not a pidfd with pid {pid}")
     if target == -1:
-        raise TemplateFailed(f"sent pid {pid}, which has already exited")
+        raise WorkerGone(f"sent pid {pid}, which has already exited")
     if target != pid:
         raise TemplateFailed(f"sent the pidfd of process {target} as pid {pid}")
     fields = status_fields(pid)
     ids = (str(agent.uid),) * 4, (str(agent.gid),) * 4
     if not fields or fields.get("State", "Z").startswith(("Z", "X")):
-        raise TemplateFailed(f"sent pid {pid}, which has already exited")
+        raise WorkerGone(f"sent pid {pid}, which has already exited")
     if fields.get("PPid") != str(template_pid):
         raise TemplateFailed(f"sent pid {pid}, which is not its child")
     if (tuple(fields.get("Uid", "").split()), tuple(fields.get("Gid", "").split())) != ids:
@@ -114,7 +119,7 @@ def check_forked(message: dict[str, Any], fds: list[int], template_pid: int, age
     try:  # alive now, so /proc/<pid> above was this pidfd's process, not a reused pid
         signal.pidfd_send_signal(fds[0], 0)
     except ProcessLookupError:
-        raise TemplateFailed(f"sent pid {pid}, which has already exited") from None
+        raise WorkerGone(f"sent pid {pid}, which has already exited") from None
     return pid
 
 

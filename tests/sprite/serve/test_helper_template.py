@@ -124,6 +124,8 @@ LIES = {
     "unasked": ("root", "sent 0 descriptors"),
     "silent": ("none", "did not answer within 5 s"),
 }
+# A worker may end before the helper checks it: no proof of a lie, so its template stays.
+NOT_STOPPED = {"exited"}
 
 
 @pytest.mark.parametrize("lie", sorted(LIES))
@@ -149,8 +151,11 @@ def test_a_lying_template_is_stopped_and_the_worker_started_as_a_new_process(
         assert "no worker from the template (" in helper.stderr() and reason in helper.stderr(), (
             helper.stderr()
         )
-        wait_until(lambda: proctree.read_proc(template) is None, what="the lying template to be stopped")
-        helper.until(lambda: len(helper.ready_templates()) == 2)  # restarted, as a crashed one
+        if lie in NOT_STOPPED:
+            assert proctree.read_proc(template) is not None and helper.ready_templates() == [template]
+        else:
+            wait_until(lambda: proctree.read_proc(template) is None, what="the lying template to be stopped")
+            helper.until(lambda: len(helper.ready_templates()) == 2)  # restarted, as a crashed one
         # Whatever pid it named, the helper signals none of them.
         for claimed in (agents.pid, roots.pid, helper.process.pid, template):
             helper.send({"op": "kill_started", "pid": claimed})
