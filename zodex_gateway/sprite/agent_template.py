@@ -15,7 +15,8 @@ template's child, runs as the agent (every uid and gid, no supplementary group),
 ``no_new_privs`` and has not exited — the pidfd checked alive after ``/proc/<pid>`` was
 read, so the pid named that process all along. Any other answer, a malformed packet, or no
 answer in time is the template's failure: it is killed (it is the helper's own child),
-counted by its restart policy, and the worker started the usual way.
+counted by its restart policy, and the worker started the usual way. A worker that has
+already exited, or a fork the template says failed, only starts the worker the usual way.
 """
 
 from __future__ import annotations
