@@ -97,3 +97,18 @@ def one_gateway_key(tmp_path: Path) -> Path:
     gateway_keys.chmod(0o755)
     keys.keygen(gateway_keys, "gw")
     return gateway_keys
+
+
+async def exec_through_a_gateway(host: Host, gateway_keys: Path, tmp_path: Path, cmd: str) -> dict[str, Any]:
+    """``cmd`` run in ``host``'s workspace through a gateway of its own (key ``gw`` of
+    ``gateway_keys``), started and stopped around the call; the call's result."""
+    gateway = Gateway(tmp_path / "gw.toml", host.python)
+    write_gateway_config(gateway.config, gateway_keys / "gw.key", [host], gateway.port)
+    gateway.start()
+    try:
+        async with mcp(gateway, host) as session:
+            return result_json(
+                await session.call_tool("exec_command", {"cmd": cmd, "workdir": str(host.workspace)})
+            )
+    finally:
+        gateway.stop()

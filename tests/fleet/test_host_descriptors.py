@@ -11,13 +11,10 @@ import pytest
 
 from scripts.fleet_harness import _spawn, zodex_argv
 from tests.fleet.fleet_support import (
-    Gateway,
+    exec_through_a_gateway,
     fleet_host,
-    mcp,
     one_gateway_key,
     require_netns,
-    result_json,
-    write_gateway_config,
 )
 from tests.support.accounts import runnable_install
 from tests.support.waiting import wait_until
@@ -51,16 +48,5 @@ async def test_the_host_raises_its_own_limit_and_its_commands_keep_the_usual(tmp
         )
         wait_until(lambda: host.log().count(" serving on ") > starts, timeout=30, what="the host to serve")
         assert soft_and_hard(host.process.pid)[0] == soft_and_hard(host.process.pid)[1] > LOW_SOFT
-        gateway = Gateway(tmp_path / "gw.toml", host.python)
-        write_gateway_config(gateway.config, gateway_keys / "gw.key", [host], gateway.port)
-        gateway.start()
-        try:
-            async with mcp(gateway, host) as session:
-                shown = result_json(
-                    await session.call_tool(
-                        "exec_command", {"cmd": "ulimit -n", "workdir": str(host.workspace)}
-                    )
-                )
-        finally:
-            gateway.stop()
+        shown = await exec_through_a_gateway(host, gateway_keys, tmp_path, "ulimit -n")
         assert shown["output"].strip() == str(LOW_SOFT), "a command sees the usual limit"

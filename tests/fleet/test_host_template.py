@@ -10,13 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.fleet.fleet_support import (
-    Gateway,
+    exec_through_a_gateway,
     fleet_host,
-    mcp,
     one_gateway_key,
     require_netns,
-    result_json,
-    write_gateway_config,
 )
 from tests.support.accounts import runnable_install
 from tests.support.waiting import wait_until
@@ -37,18 +34,7 @@ async def test_the_hosts_workers_are_forked_by_the_agents_template(tmp_path: Pat
     gateway_keys = one_gateway_key(tmp_path)
     with runnable_install() as venv, fleet_host("tpl", venv / "bin" / "python3", gateway_keys) as host:
         wait_until(lambda: "worker template ready" in host.log(), timeout=30, what="the host's template")
-        gateway = Gateway(tmp_path / "gw.toml", host.python)
-        write_gateway_config(gateway.config, gateway_keys / "gw.key", [host], gateway.port)
-        gateway.start()
-        try:
-            async with mcp(gateway, host) as session:
-                shown = result_json(
-                    await session.call_tool(
-                        "exec_command", {"cmd": "echo $PPID", "workdir": str(host.workspace)}
-                    )
-                )
-        finally:
-            gateway.stop()
+        shown = await exec_through_a_gateway(host, gateway_keys, tmp_path, "echo $PPID")
         worker = int(shown["output"].strip())
         info = proctree.read_proc(worker)
         assert info is not None
