@@ -6,17 +6,20 @@ template pays that once: it imports the worker's modules, then waits on one sock
 requests to start a worker and forks one per request. The child becomes the worker —
 its own session, the descriptors and environment the gateway sends, nothing of the
 template's — and only then makes its ZeroMQ context, sockets and event loop; the pages it
-never writes stay shared with the template and its siblings.
+never writes stay shared with the template and its siblings. In Local the gateway starts it;
+in Sprite and on a fleet host the root helper does, as the agent account, under every rule
+it applies to a worker (docs/sprite.md#worker-template).
 
 So that a fork is safe and a child inherits nothing, the template holds no ZeroMQ context,
 no event loop and no thread (it refuses to fork if one appears), and no worker's state: it
-never runs one itself. Its one channel is a ``SOCK_SEQPACKET`` socket pair the gateway made
-(descriptor ``--channel``): nobody else holds the other end. The messages are JSON objects,
-one per packet (docs/architecture.md#worker-template):
+never runs one itself. Its one channel is a ``SOCK_SEQPACKET`` socket pair its parent made
+(descriptor ``--channel``, refused unless the parent made it): nobody else holds the other
+end. The messages are JSON objects, one per packet (docs/architecture.md#worker-template):
 
 - template → gateway, once: ``{"ready": <pid>}`` when its imports are done;
-- gateway → template: ``{"argv": [...], "env": {...}}`` with one descriptor, the write end
-  of the pipe that becomes the worker's stdout (where it says ``READY``);
+- gateway → template: ``{"argv": [...], "env": {...}}`` with one or two descriptors: the
+  write end of the pipe that becomes the worker's stdout (where it says ``READY``), and
+  what becomes its stderr (else it keeps the template's);
 - template → gateway: ``{"pid": <pid>}`` with the worker's pidfd, or ``{"error": "..."}``;
 - template → gateway, whenever a worker ends: ``{"exited": <pid>, "status": <code>}`` (as
   ``Popen.returncode``: negative for a signal).
@@ -35,6 +38,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import sys
 import threading
 import traceback
@@ -62,11 +66,11 @@ class BadRequest(Exception):
     """One line: why a request was refused."""
 
 
-def parse_request(data: bytes, fds: list[int]) -> tuple[argparse.Namespace, dict[str, str], int]:
-    """The worker's arguments, environment and stdout descriptor; ``BadRequest`` otherwise
-    (the caller closes ``fds``)."""
-    if len(fds) != 1:
-        raise BadRequest(f"a request carries exactly one descriptor, not {len(fds)}")
+def parse_request(data: bytes, fds: list[int]) -> tuple[argparse.Namespace, dict[str, str]]:
+    """The worker's arguments and environment (its stdout, and maybe stderr, are ``fds``);
+    ``BadRequest`` otherwise (the caller closes ``fds``)."""
+    if len(fds) not in (1, 2):
+        raise BadRequest(f"a request carries one or two descriptors, not {len(fds)}")
     try:
         request = json.loads(data)
     except ValueError:
@@ -88,7 +92,7 @@ def parse_request(data: bytes, fds: list[int]) -> tuple[argparse.Namespace, dict
     except SystemExit:
         lines = said.getvalue().strip().splitlines()
         raise BadRequest(f"not a worker's arguments: {lines[-1] if lines else 'refused'}") from None
-    return args, env, fds[0]
+    return args, env
 
 
 class Template:
@@ -130,19 +134,22 @@ class Template:
         if not data and not fds:
             return False
         try:
-            args, env, stdout_fd = parse_request(data, fds)
+            args, env = parse_request(data, fds)
         except BadRequest as exc:
-            for fd in fds:
+            for fd in fds:  # before the answer: the gateway may count them when it comes
                 os.close(fd)
             self.send({"error": str(exc)})
             return True
         try:
-            self.fork_worker(args, env, stdout_fd)
+            self.fork_worker(args, env, *fds)
         finally:
-            os.close(stdout_fd)
+            for fd in fds:
+                os.close(fd)
         return True
 
-    def fork_worker(self, args: argparse.Namespace, env: dict[str, str], stdout_fd: int) -> None:
+    def fork_worker(
+        self, args: argparse.Namespace, env: dict[str, str], stdout_fd: int, stderr_fd: int | None = None
+    ) -> None:
         if threading.active_count() != 1:  # a fork would copy a lock some thread holds
             self.send({"error": "the template has a thread; it does not fork"})
             return
@@ -152,7 +159,7 @@ class Template:
             self.send({"error": f"fork failed: {exc.strerror or exc}"})
             return
         if pid == 0:
-            self.become_worker(args, env, stdout_fd)
+            self.become_worker(args, env, stdout_fd, stderr_fd)
         # Not yet reaped (only this loop reaps), so the pid is still the child's.
         pidfd = os.pidfd_open(pid)
         try:
@@ -164,7 +171,9 @@ class Template:
         for pid, status in proctree.exited_children():  # the template is its workers' one reaper
             self.send({"exited": pid, "status": os.waitstatus_to_exitcode(status)})
 
-    def become_worker(self, args: argparse.Namespace, env: dict[str, str], stdout_fd: int) -> NoReturn:
+    def become_worker(
+        self, args: argparse.Namespace, env: dict[str, str], stdout_fd: int, stderr_fd: int | None
+    ) -> NoReturn:
         """In the child: drop everything of the template, then run the worker."""
         code = 1
         try:
@@ -175,7 +184,9 @@ class Template:
             os.close(self._wake_write)
             os.setsid()  # as start_new_session: a Ctrl-C at the gateway's terminal is not its
             os.dup2(stdout_fd, 1)
-            os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # stdout_fd too; 0 is /dev/null, 2 stderr
+            if stderr_fd is not None:
+                os.dup2(stderr_fd, 2)
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the passed ones too; 0 is /dev/null
             os.environ.clear()
             os.environ.update(env)
             worker_main.start(args)
@@ -190,13 +201,26 @@ class Template:
             os._exit(code)
 
 
+def channel_maker(channel: socket.socket) -> int:
+    """The pid of the process that made the socket pair (``SO_PEERCRED`` of its other end)."""
+    creds = channel.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid: int = struct.unpack("3i", creds)[0]
+    return pid
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="zodex-worker-template", description=__doc__)
     parser.add_argument("--channel", required=True, type=int, help="descriptor of the gateway's socket")
     args = parser.parse_args(argv)
-    channel = socket.socket(fileno=args.channel)
+    try:
+        channel = socket.socket(fileno=args.channel)
+    except OSError as exc:
+        sys.exit(f"zodex-worker-template: --channel {args.channel} is not a socket ({exc.strerror})")
     if channel.type != socket.SOCK_SEQPACKET or channel.family != socket.AF_UNIX:
         sys.exit("zodex-worker-template: --channel must be a UNIX SOCK_SEQPACKET socket")
+    if channel_maker(channel) != os.getppid():
+        # Only its starter (the gateway, or Sprite's root helper) may ask it for a worker.
+        sys.exit("zodex-worker-template: --channel must be a socket pair its parent made")
     sys.exit(Template(channel).serve())
 
 

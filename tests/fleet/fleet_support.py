@@ -10,6 +10,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -29,6 +30,7 @@ from scripts.fleet_harness import (
     write_gateway_config,
 )
 from tests.support.slowdown import scaled
+from zodex_gateway.fleet import keys
 
 __all__ = [
     "HOST_PORT",
@@ -84,3 +86,29 @@ class Stopwatch:
 
     def __exit__(self, *exc: object) -> None:
         self.elapsed = time.monotonic() - self.start
+
+
+def one_gateway_key(tmp_path: Path) -> Path:
+    """``tmp_path`` opened to every account, with a directory holding one gateway's key pair
+    (``gw.key``, ``gw.pub``), which it returns: a host reads only the public one."""
+    tmp_path.chmod(0o755)
+    gateway_keys = tmp_path / "gateways"
+    gateway_keys.mkdir()
+    gateway_keys.chmod(0o755)
+    keys.keygen(gateway_keys, "gw")
+    return gateway_keys
+
+
+async def exec_through_a_gateway(host: Host, gateway_keys: Path, tmp_path: Path, cmd: str) -> dict[str, Any]:
+    """``cmd`` run in ``host``'s workspace through a gateway of its own (key ``gw`` of
+    ``gateway_keys``), started and stopped around the call; the call's result."""
+    gateway = Gateway(tmp_path / "gw.toml", host.python)
+    write_gateway_config(gateway.config, gateway_keys / "gw.key", [host], gateway.port)
+    gateway.start()
+    try:
+        async with mcp(gateway, host) as session:
+            return result_json(
+                await session.call_tool("exec_command", {"cmd": cmd, "workdir": str(host.workspace)})
+            )
+    finally:
+        gateway.stop()

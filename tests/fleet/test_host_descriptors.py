@@ -11,16 +11,13 @@ import pytest
 
 from scripts.fleet_harness import _spawn, zodex_argv
 from tests.fleet.fleet_support import (
-    Gateway,
+    exec_through_a_gateway,
     fleet_host,
-    mcp,
+    one_gateway_key,
     require_netns,
-    result_json,
-    write_gateway_config,
 )
 from tests.support.accounts import runnable_install
 from tests.support.waiting import wait_until
-from zodex_gateway.fleet import keys
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -40,11 +37,7 @@ async def test_the_host_raises_its_own_limit_and_its_commands_keep_the_usual(tmp
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard <= LOW_SOFT:
         pytest.skip(f"the hard open-files limit here is {hard}")
-    tmp_path.chmod(0o755)
-    gateway_keys = tmp_path / "gateways"
-    gateway_keys.mkdir()
-    gateway_keys.chmod(0o755)
-    keys.keygen(gateway_keys, "gw")
+    gateway_keys = one_gateway_key(tmp_path)
     with runnable_install() as venv, fleet_host("lim", venv / "bin" / "python3", gateway_keys) as host:
         host.stop()  # started again as systemd would start it, with a soft limit of 512
         starts = host.log().count(" serving on ")
@@ -55,16 +48,5 @@ async def test_the_host_raises_its_own_limit_and_its_commands_keep_the_usual(tmp
         )
         wait_until(lambda: host.log().count(" serving on ") > starts, timeout=30, what="the host to serve")
         assert soft_and_hard(host.process.pid)[0] == soft_and_hard(host.process.pid)[1] > LOW_SOFT
-        gateway = Gateway(tmp_path / "gw.toml", host.python)
-        write_gateway_config(gateway.config, gateway_keys / "gw.key", [host], gateway.port)
-        gateway.start()
-        try:
-            async with mcp(gateway, host) as session:
-                shown = result_json(
-                    await session.call_tool(
-                        "exec_command", {"cmd": "ulimit -n", "workdir": str(host.workspace)}
-                    )
-                )
-        finally:
-            gateway.stop()
+        shown = await exec_through_a_gateway(host, gateway_keys, tmp_path, "ulimit -n")
         assert shown["output"].strip() == str(LOW_SOFT), "a command sees the usual limit"

@@ -25,8 +25,9 @@ from zodex_gateway.fleet.host_server import HostServer, IncarnationCheck
 from zodex_gateway.fleet.incarnations import start_incarnation
 from zodex_gateway.fleet.settings import HostSettings
 from zodex_gateway.serve.running import Serve, StopSignal, serve_until_stopped
+from zodex_gateway.sprite.agent_processes import AgentAccount
 from zodex_gateway.sprite.environment import COMMAND_SHELL, agent_environment
-from zodex_gateway.sprite.helper import AgentAccount, Helper, HelperConfig
+from zodex_gateway.sprite.helper import Helper, HelperConfig
 from zodex_gateway.sprite.launcher import HelperLauncher, stop_on_helper_loss
 from zodex_gateway.sprite.reach import unreadable_import_root
 from zodex_gateway.sprite.service import (
@@ -43,6 +44,7 @@ from zodex_gateway.sprite.service import (
 )
 from zodex_gateway.workers.dispatcher import ZmqDispatcher
 from zodex_gateway.workers.supervisor import Supervisor
+from zodex_gateway.workers.template_launcher import template_switched_on
 from zodex_protocol.layout import RuntimeLayout
 from zodex_protocol.limits import max_message_bytes
 from zodex_system import descriptor_limit
@@ -117,7 +119,9 @@ def prepare(settings: HostSettings) -> PreparedHost:
     config = HelperConfig(
         agent=agent,
         # The helper builds the rest of each worker's command line; this part is fixed.
-        worker_argv=[python, "-I", "-m", "zodex_worker.main", "--host-incarnation", incarnation],
+        worker_argv=[python, "-I", "-m", "zodex_worker.main"],
+        worker_args=["--host-incarnation", incarnation],
+        template_argv=[python, "-I", "-m", "zodex_worker.template"] if template_switched_on() else None,
         runtime_dir=layout.root,
         spill_dir=agent_state_dir(agent) / "spill",
         shell=COMMAND_SHELL,

@@ -9,7 +9,10 @@ object per packet (at most :data:`MAX_MESSAGE` bytes). What the service may ask:
   runtime directory, spill directory and shell — from a workdir that must be an absolute
   real path of a directory, the worker id derived from it, an incarnation number and limits
   it re-validates; the worker runs as the agent account with the agent's clean environment.
-  The reply carries the worker's stdout and stderr pipes (``SCM_RIGHTS``);
+  It is forked by the worker template when one is ready (:mod:`.agent_template`: started
+  by the helper as the agent, every answer of it checked before root acts on it), else
+  started as a new process. The reply carries the worker's stdout and stderr pipes
+  (``SCM_RIGHTS``);
 - ``kill_started`` (a worker it started and has not reaped), ``kill_record`` (a pid with its
   start time) and ``end_orphans`` (processes whose environment holds a session marker):
   SIGKILL, and only ever to a process of the agent account;
@@ -17,7 +20,9 @@ object per packet (at most :data:`MAX_MESSAGE` bytes). What the service may ask:
   service died) does the same.
 
 The helper reaps its children and reports each exit (``exited``, with the status as
-``asyncio`` gives it: negative for a signal). It ignores SIGTERM and SIGINT: stopping is the
+``asyncio`` gives it: negative for a signal; a forked worker's once its pidfd says it
+ended). It sends the template's stderr once per template (``template``, one descriptor)
+and says when it is ready (``template_ready``). It ignores SIGTERM and SIGINT: stopping is the
 service's call, so the agent's processes are always killed last.
 """
 
@@ -33,10 +38,12 @@ import signal
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
+from zodex_gateway.sprite.agent_processes import AgentAccount, kill_all, owned_by, start_as_agent
+from zodex_gateway.sprite.agent_template import UNKNOWN_STATUS, AgentTemplate, ForkedWorker, TemplateFailed
 from zodex_protocol.handles import MAX_INCARNATION, worker_id_for
 from zodex_protocol.limits import Limits
 from zodex_system import proctree
@@ -48,19 +55,6 @@ MAX_ERROR_CHARS: Final = 1000  # an error reply always fits in a message
 MAX_LIMIT: Final = 2**53
 # ``ZODEX_SESSION_HANDLE=<worker id><incarnation>-``: nothing else is a marker.
 _MARKER: Final = re.compile(rf"{proctree.SESSION_MARKER}=[0-9A-Za-z]{{1,64}}-")
-KILL_ROUNDS: Final = 20
-KILL_WAIT_S: Final = 5.0
-# Group write for the worker's sockets: the service reaches them through the agent's own
-# group (a user-private group), never the other way round.
-WORKER_UMASK: Final = 0o002
-
-
-@dataclass(frozen=True)
-class AgentAccount:
-    name: str
-    uid: int
-    gid: int
-    home: Path
 
 
 @dataclass(frozen=True)
@@ -71,6 +65,9 @@ class HelperConfig:
     spill_dir: Path
     shell: list[str]
     env: dict[str, str]
+    worker_args: list[str] = field(default_factory=list)  # fixed ones, before those built per worker
+    # The worker template's Python and module (docs/sprite.md#worker-template); None: none.
+    template_argv: list[str] | None = None
 
 
 def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
@@ -104,117 +101,9 @@ def receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
     return message, fds
 
 
-def agent_uids(pid: int) -> tuple[int, int] | None:
-    """(real, effective) uid of ``pid`` from ``/proc/<pid>/status``; None when gone."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"Uid:"):
-                    real, effective = line.split()[1:3]
-                    return int(real), int(effective)
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def owned_by(pid: int, uid: int) -> bool:
-    uids = agent_uids(pid)
-    return uids is not None and uid in uids
-
-
-def processes_of(uid: int) -> list[int]:
-    """Every live (not zombie) process whose real or effective uid is ``uid``."""
-    found = []
-    for pid, info in proctree.snapshot().items():
-        if not info.zombie and pid != os.getpid() and owned_by(pid, uid):
-            found.append(pid)
-    return found
-
-
-def kill_all(account: AgentAccount) -> bool:
-    """SIGKILL every process of the account and wait until they are gone; True if none is
-    left. ``kill(-1)`` from a child that has become the account reaches them all in one
-    pass of the kernel (a fork racing it is either signalled or not yet born); when no
-    child can be forked (the agent has used up the pids it shares with the helper: a pids
-    cgroup, ``pid_max``), each process is stopped and killed from here instead. Repeated
-    until a scan of ``/proc`` finds none."""
-    for _ in range(KILL_ROUNDS):
-        left = processes_of(account.uid)
-        if not left:
-            return True
-        if not _kill_as_account(account):
-            _kill_each(account.uid, left)
-        _wait_gone(left)
-    return not processes_of(account.uid)
-
-
-def _kill_as_account(account: AgentAccount) -> bool:
-    """``kill(-1)`` as the account, from a child; False when no child can be forked."""
-    try:
-        pid = os.fork()
-    except OSError:
-        return False
-    if pid == 0:  # pragma: no cover - the child only signals and exits
-        try:
-            os.setgroups([])
-            os.setresgid(account.gid, account.gid, account.gid)
-            os.setresuid(account.uid, account.uid, account.uid)
-            os.kill(-1, signal.SIGKILL)
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
-    return True
-
-
-def _kill_each(uid: int, pids: list[int]) -> None:
-    """SIGSTOP, then SIGKILL, each of ``pids`` from the helper itself, needing no fork: a
-    stopped process forks no more while the rest are reached. Each is signalled through a
-    pidfd opened before its owner is checked again, so a pid reused meanwhile by a process
-    of another account is never touched."""
-    pidfds = []
-    for pid in pids:
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            continue  # gone already
-        if owned_by(pid, uid):
-            pidfds.append(fd)
-        else:
-            os.close(fd)
-    try:
-        for sig in (signal.SIGSTOP, signal.SIGKILL):
-            for fd in pidfds:
-                with contextlib.suppress(OSError):
-                    signal.pidfd_send_signal(fd, sig)
-    finally:
-        for fd in pidfds:
-            os.close(fd)
-
-
-def _wait_gone(pids: list[int]) -> None:
-    """Wait (bounded) until each pid has exited, through pidfds: no polling."""
-    poller = selectors.DefaultSelector()
-    fds = []
-    try:
-        for pid in pids:
-            try:
-                fd = os.pidfd_open(pid)
-            except OSError:
-                continue
-            fds.append(fd)
-            poller.register(fd, selectors.EVENT_READ)
-        pending = len(fds)
-        while pending:
-            ready = poller.select(KILL_WAIT_S)
-            if not ready:
-                return
-            for key, _ in ready:
-                poller.unregister(key.fileobj)
-                pending -= 1
-    finally:
-        for fd in fds:
-            os.close(fd)
-        poller.close()
+def say(line: str) -> None:
+    """A line of the helper's own on its stderr (the service's log)."""
+    print(f"zodex sprite helper: {line}", file=sys.stderr, flush=True)
 
 
 def _spawn_failure(exc: OSError) -> str:
@@ -240,6 +129,14 @@ class Helper:
         self.sock = sock
         self.config = config
         self.children: dict[int, subprocess.Popen[bytes]] = {}
+        self.forked: dict[int, ForkedWorker] = {}  # workers the template forked, by pid
+        self.selector = selectors.DefaultSelector()
+        self.stopping = False
+        self.template = (
+            None
+            if config.template_argv is None
+            else AgentTemplate(config.template_argv, config.agent, config.env, say, self.unwatch)
+        )
 
     def run(self) -> NoReturn:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -257,17 +154,20 @@ class Helper:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        selector = selectors.DefaultSelector()
+        selector = self.selector
         selector.register(self.sock, selectors.EVENT_READ)
         selector.register(wake_r, selectors.EVENT_READ)
         code = 0
         try:
+            self.start_template()
             while True:
                 for key, _ in selector.select():
                     if key.fileobj == wake_r:
                         with contextlib.suppress(BlockingIOError):
                             os.read(wake_r, 4096)
                         self.reap()
+                    elif key.data is not None:
+                        key.data()
                     elif not self.handle_one():
                         raise SystemExit
         except SystemExit:
@@ -275,6 +175,7 @@ class Helper:
         except BaseException as exc:  # never leave the agent's processes behind
             print(f"zodex sprite helper failed: {exc!r}", file=sys.stderr)
             code = 1
+        self.stopping = True
         try:
             gone = kill_all(self.config.agent)
         except Exception as exc:  # reported, and the stop still answered
@@ -295,6 +196,88 @@ class Helper:
                 proc.returncode = code  # reaped here, not by Popen
                 with contextlib.suppress(OSError):
                     send(self.sock, {"op": "exited", "pid": pid, "status": code})
+            elif self.template is not None and pid == self.template.pid:
+                self.template_exited(code)
+
+    # ---- the worker template (docs/sprite.md#worker-template) ----------------------------
+
+    def start_template(self) -> None:
+        template = self.template
+        if template is None or self.stopping or template.proc is not None:
+            return
+        stderr = template.start()
+        if stderr is None or template.channel is None:
+            return
+        self.selector.register(template.channel, selectors.EVENT_READ, self.template_readable)
+        try:  # its stderr goes to the service's log, within the workers' budget
+            send(self.sock, {"op": "template", "pid": template.pid}, [stderr])
+        finally:
+            os.close(stderr)
+
+    def unwatch(self, fileobj: socket.socket) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(fileobj)
+
+    def template_readable(self) -> None:
+        assert self.template is not None
+        was_ready = self.template.ready
+        self.template.on_readable()
+        if self.template.ready and not was_ready:
+            with contextlib.suppress(OSError):
+                send(self.sock, {"op": "template_ready", "pid": self.template.pid})
+        self.take_exit_reports()
+
+    def template_exited(self, code: int) -> None:
+        assert self.template is not None
+        self.template.exited(code, self.stopping)
+        for worker in list(self.forked.values()):  # no status will come for these
+            worker.orphaned = True
+            self.report_forked(worker)
+        self.start_template()  # as a crashed worker: again, until its restart policy gives up
+
+    def take_exit_reports(self) -> None:
+        assert self.template is not None
+        reports, self.template.exit_reports = self.template.exit_reports, []
+        for pid, status in reports:
+            worker = self.forked.get(pid)
+            if worker is not None:  # its end counts only once its pidfd says so
+                worker.status = status
+                self.report_forked(worker)
+
+    def forked_ended(self, worker: ForkedWorker) -> None:
+        worker.ended = True
+        self.selector.unregister(worker.pidfd)
+        self.report_forked(worker)
+
+    def report_forked(self, worker: ForkedWorker) -> None:
+        """A forked worker's exit goes to the service once its pidfd says it ended, with
+        the status its template reported (unknown if the template died first)."""
+        if not worker.ended or (worker.status is None and not worker.orphaned):
+            return
+        self.forked.pop(worker.pid, None)
+        os.close(worker.pidfd)
+        status = UNKNOWN_STATUS if worker.status is None else worker.status
+        with contextlib.suppress(OSError):
+            send(self.sock, {"op": "exited", "pid": worker.pid, "status": status})
+
+    def fork_from_template(self, args: list[str], stdout_w: int, stderr_w: int) -> int | None:
+        """A checked worker's pid from the template, or None: the caller starts one."""
+        template = self.template
+        if template is not None and template.proc is None:
+            self.start_template()  # it could not start before: ready for the next one
+        if template is None or not template.usable():
+            return None
+        try:
+            pid, pidfd = template.fork(args, self.config.env, stdout_w, stderr_w)
+        except TemplateFailed as exc:
+            say(f"no worker from the template ({exc}); starting it as a new process")
+            return None
+        finally:
+            self.take_exit_reports()
+        worker = ForkedWorker(pid, pidfd)
+        self.forked[worker.pid] = worker
+        self.selector.register(pidfd, selectors.EVENT_READ, lambda: self.forked_ended(worker))
+        return worker.pid
 
     def handle_one(self) -> bool:
         """Serve one message; False when the service asked to stop or went away."""
@@ -345,8 +328,8 @@ class Helper:
             raise ValueError("worker id does not match the workdir")
         limits = checked_limits(message.get("limits", {}))
         config = self.config
-        argv = [
-            *config.worker_argv,
+        args = [
+            *config.worker_args,
             "--runtime-dir", str(config.runtime_dir),
             "--workdir", workdir,
             "--worker-id", worker_id_for(workdir),
@@ -361,20 +344,32 @@ class Helper:
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                cwd="/",
-                env=config.env,
-                user=config.agent.uid,
-                group=config.agent.gid,
-                extra_groups=[],
-                umask=WORKER_UMASK,
-                start_new_session=True,
-                close_fds=True,
-            )
+            pid = self.fork_from_template(args, out_w, err_w)
+        except BaseException:
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            raise
+        if pid is None:
+            # New pipes: a template that failed may have handed the old ones to anyone.
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            out_r, out_w = os.pipe2(os.O_CLOEXEC)
+            err_r, err_w = os.pipe2(os.O_CLOEXEC)
+            pid = self.start_worker([*config.worker_argv, *args], out_r, out_w, err_r, err_w)
+        else:
+            os.close(out_w)
+            os.close(err_w)
+        try:
+            send(self.sock, {"op": "spawned", "id": request, "pid": pid}, [out_r, err_r])
+        finally:
+            os.close(out_r)
+            os.close(err_r)
+
+    def start_worker(self, argv: list[str], out_r: int, out_w: int, err_r: int, err_w: int) -> int:
+        """A worker started as a new process, the helper's child; its pid."""
+        config = self.config
+        try:
+            proc = start_as_agent(argv, config.agent, config.env, out_w, err_w)
         except OSError as exc:
             for fd in (out_r, err_r):
                 os.close(fd)
@@ -383,16 +378,15 @@ class Helper:
             os.close(out_w)
             os.close(err_w)
         self.children[proc.pid] = proc
-        try:
-            send(self.sock, {"op": "spawned", "id": request, "pid": proc.pid}, [out_r, err_r])
-        finally:
-            os.close(out_r)
-            os.close(err_r)
+        return proc.pid
 
     def kill_started(self, pid: object) -> None:
         if isinstance(pid, int) and pid in self.children:  # not reaped: still our child
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        elif isinstance(pid, int) and pid in self.forked:  # through the pidfd it was checked by
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self.forked[pid].pidfd, signal.SIGKILL)
 
     def kill_record(self, pid: object, start: object) -> None:
         if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:

@@ -92,10 +92,13 @@ class HelperLauncher:
         self._workers[worker.pid] = worker
         if worker.pid in self._early_exits:
             worker.exited(self._early_exits.pop(worker.pid))
-        task = asyncio.create_task(_log_stderr(worker.pid, err_fd, self._stderr_budget))
+        self._log_pipe(err_fd, f"worker {worker.pid}")
+        return worker
+
+    def _log_pipe(self, fd: int, who: str) -> None:
+        task = asyncio.create_task(_log_stderr(who, fd, self._stderr_budget))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return worker
 
     def kill_started(self, worker: StartedWorker) -> None:
         if worker.returncode is None:
@@ -156,6 +159,11 @@ class HelperLauncher:
                     worker.exited(code)
                 else:
                     self._early_exits[pid] = code
+        elif op == "template" and len(fds) == 1 and isinstance(message.get("pid"), int):
+            self._log_pipe(fds[0], f"worker template {message['pid']}")
+            return
+        elif op == "template_ready":
+            log.info("worker template ready (pid %s)", message.get("pid"))
         elif op == "stopped":
             if self._stopped is not None and not self._stopped.done():
                 self._stopped.set_result(None)
@@ -231,8 +239,8 @@ def _report_dropped(budget: LineBudget) -> None:
         budget.dropped = 0
 
 
-async def _log_stderr(pid: int, fd: int, budget: LineBudget) -> None:
-    """A worker's stderr, line by line, into the service's log (it cannot write the log
+async def _log_stderr(who: str, fd: int, budget: LineBudget) -> None:
+    """A worker's (or the worker template's) stderr, line by line, into the service's log (it cannot write the log
     itself), within the :class:`LineBudget` all workers share; the pipe is always drained.
     The log's formatter escapes each line (docs/security.md#logs)."""
     reader = await _reader(fd)
@@ -248,7 +256,7 @@ async def _log_stderr(pid: int, fd: int, budget: LineBudget) -> None:
         if not budget.take():
             continue
         _report_dropped(budget)
-        log.warning("worker %d: %s", pid, line.decode("utf-8", "replace").rstrip()[:STDERR_LINE_CHARS])
+        log.warning("%s: %s", who, line.decode("utf-8", "replace").rstrip()[:STDERR_LINE_CHARS])
     _report_dropped(budget)
 
 

@@ -37,9 +37,10 @@ from zodex_gateway.mcp.tool_dispatcher import ToolDispatcher
 from zodex_gateway.redaction import SECRETS
 from zodex_gateway.serve.mcp_http import McpHttpApp
 from zodex_gateway.serve.running import Serve, StopSignal, serve_until_stopped
+from zodex_gateway.sprite.agent_processes import AgentAccount
 from zodex_gateway.sprite.auth import KeySource, SpriteFront
 from zodex_gateway.sprite.environment import COMMAND_SHELL, agent_environment
-from zodex_gateway.sprite.helper import AgentAccount, Helper, HelperConfig
+from zodex_gateway.sprite.helper import Helper, HelperConfig
 from zodex_gateway.sprite.key import KeyRefused, read_key
 from zodex_gateway.sprite.launcher import HelperLauncher, stop_on_helper_loss
 from zodex_gateway.sprite.reach import unreadable_import_root
@@ -50,6 +51,7 @@ from zodex_gateway.workers.dispatcher import Dispatcher, ZmqDispatcher
 from zodex_gateway.workers.runtime import Runtime
 from zodex_gateway.workers.runtime_dirs import hold_lock, write_owner_file
 from zodex_gateway.workers.supervisor import Supervisor
+from zodex_gateway.workers.template_launcher import template_switched_on
 from zodex_protocol.envelope import new_key
 from zodex_protocol.layout import RuntimeLayout
 from zodex_protocol.limits import Limits
@@ -149,6 +151,7 @@ def prepare(settings: SpriteSettings) -> Prepared:
     config = HelperConfig(
         agent=agent,
         worker_argv=[python, "-I", "-m", "zodex_worker.main"],
+        template_argv=[python, "-I", "-m", "zodex_worker.template"] if template_switched_on() else None,
         runtime_dir=layout.root,
         spill_dir=agent_state_dir(agent) / "spill",
         shell=COMMAND_SHELL,

@@ -43,10 +43,16 @@ class TemplateUnavailable(Exception):
     """One line: why no worker was forked."""
 
 
+def template_switched_on() -> bool:
+    """``ZODEX_WORKER_TEMPLATE=off`` starts every worker as a new process, in Local, Sprite
+    and on fleet hosts alike (docs/config.md)."""
+    return os.environ.get("ZODEX_WORKER_TEMPLATE", "on") != "off"
+
+
 def template_wanted() -> bool:
-    """``ZODEX_WORKER_TEMPLATE=off`` starts every worker as a new process (docs/config.md);
-    so does a test's ``ZODEX_WORKER_ARGV``, which names a program the template is not."""
-    return os.environ.get("ZODEX_WORKER_TEMPLATE", "on") != "off" and not worker_argv_overridden()
+    """Local forks from a template when switched on, unless a test's ``ZODEX_WORKER_ARGV``
+    names a program the template is not."""
+    return template_switched_on() and not worker_argv_overridden()
 
 
 class ForkedWorker:

@@ -231,3 +231,17 @@ def tool_json(result: Any) -> dict[str, Any]:
 
 def agent_processes(sprite: Sprite) -> list[int]:
     return processes_of(sprite.agent.uid)
+
+
+def agent_processes_but_the_template(sprite: Sprite) -> list[int]:
+    """The agent's processes other than its worker template, which stays while the service
+    runs (docs/sprite.md#worker-template)."""
+    return [pid for pid in agent_processes(sprite) if not _is_template(pid)]
+
+
+def _is_template(pid: int) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return argv[1:4] == [b"-I", b"-m", b"zodex_worker.template"]

@@ -19,7 +19,7 @@ import pytest
 from tests.sprite.serve.sprite_support import sprite_setup, tool_json
 from tests.support.accounts import require_root, throwaway_account
 from tests.support.waiting import wait_until
-from zodex_gateway.sprite.helper import processes_of
+from zodex_gateway.sprite.agent_processes import processes_of
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -122,7 +122,7 @@ def test_the_helpers_kill_needs_no_fork() -> None:
         script = (
             "import os, sys\n"
             "from pathlib import Path\n"
-            "from zodex_gateway.sprite.helper import AgentAccount, kill_all\n"
+            "from zodex_gateway.sprite.agent_processes import AgentAccount, kill_all\n"
             f"Path({str(group)!r}, 'cgroup.procs').write_text(str(os.getpid()))\n"
             f"Path({str(group)!r}, 'pids.max').write_text('1')\n"
             "try:\n"

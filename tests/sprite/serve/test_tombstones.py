@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import stat
 
-from tests.sprite.serve.sprite_support import agent_processes, sprite_setup, tool_json
+from tests.sprite.serve.sprite_support import agent_processes_but_the_template, sprite_setup, tool_json
 from tests.support.accounts import require_root
 from tests.support.gate import Gate
 from tests.support.waiting import wait_until
@@ -32,7 +32,7 @@ async def test_a_finished_session_answers_its_final_result_after_the_worker_exit
             await gate.release()
             workers = sprite.runtime_dir / "runtime" / "w"
             wait_until(
-                lambda: any(workers.glob("*.exit")) and not agent_processes(sprite),
+                lambda: any(workers.glob("*.exit")) and not agent_processes_but_the_template(sprite),
                 timeout=20,
                 what="the worker to exit on its idle timer and leave its tombstones",
             )

@@ -45,7 +45,7 @@ async def test_a_flood_is_drained_and_only_a_bounded_part_logged(caplog: pytest.
     writer = threading.Thread(target=flood)
     writer.start()
     with caplog.at_level(logging.WARNING, logger="zodex.sprite"):
-        await _log_stderr(4242, read_fd, LineBudget(burst=50, per_s=0.0))
+        await _log_stderr("worker 4242", read_fd, LineBudget(burst=50, per_s=0.0))
     writer.join(timeout=10)
     assert not writer.is_alive()
     records = [r for r in caplog.records if r.name == "zodex.sprite"]
