@@ -18,6 +18,7 @@ import contextlib
 import functools
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -95,6 +96,11 @@ def kill_processes_of(uid: int) -> None:
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(AssertionError):
             wait_until(lambda: not processes_of(uid), timeout=2.0, what="the account's processes to go")
+
+
+# What a throwaway account's name looks like: tests running beside a test that counts the
+# machine's accounts make and remove these (``<prefix><8 hex digits>``).
+THROWAWAY_NAME = re.compile(r"z[a-z]{1,3}[0-9a-f]{8}")
 
 
 @contextlib.contextmanager

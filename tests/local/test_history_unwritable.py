@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.gateway import Mcp, pid_alive, wait_for
 from tests.support.local import LocalEnv, connected, local_env
+from tests.support.slowdown import scaled
 from zodex_gateway.history import HistoryStore
 from zodex_gateway.history.capture import UNWRITABLE_REASON
 
@@ -54,6 +55,15 @@ def immutable(*paths: Path) -> Iterator[None]:
 async def call(mcp: Mcp, conversation: str | None, tool: str, **args: Any) -> Any:
     meta = {"openai/session": conversation} if conversation else None
     return await mcp.client.call_tool(tool, args, meta=meta)
+
+
+# A keystroke's call returns once its echo has been quiet for the poll settle (250 ms); on a
+# loaded machine the signalled command can take longer to end. A pattern nothing prints
+# makes the call wait for the exit (or the yield) instead.
+UNTIL_EXIT: dict[str, Any] = {
+    "yield_time_ms": min(30_000, int(scaled(10) * 1000)),
+    "wait_for": "zodex: this text is never printed",
+}
 
 
 async def started(mcp: Mcp, workdir: Path, cmd: str) -> tuple[str, int]:
@@ -95,13 +105,13 @@ async def test_stops_are_carried_out_and_logged_when_history_cannot_write(tmp_pa
                 kill = await call(mcp, "conv-a", "write_stdin", session_handle=killed[0], kill_process=True)
                 ctrl_c = await call(
                     mcp, "conv-new", "write_stdin", session_handle=interrupted[0], chars="\u0003",
-                    yield_time_ms=5000,
+                    **UNTIL_EXIT,
                 )  # fmt: skip
                 ctrl_backslash = await call(
-                    mcp, None, "write_stdin", session_handle=quit_[0], chars="\u001c", yield_time_ms=5000
+                    mcp, None, "write_stdin", session_handle=quit_[0], chars="\u001c", **UNTIL_EXIT
                 )
                 ctrl_d = await call(
-                    mcp, "conv-a", "write_stdin", session_handle=ended[0], chars="\u0004", yield_time_ms=5000
+                    mcp, "conv-a", "write_stdin", session_handle=ended[0], chars="\u0004", **UNTIL_EXIT
                 )
                 for result in (kill, ctrl_c, ctrl_backslash, ctrl_d):
                     assert not result.is_error, result.content[0].text

@@ -17,6 +17,7 @@ import pytest
 
 from tests.local.test_agents_and_history import call
 from tests.support.local import ZODEX, LocalEnv, connected, local_env
+from tests.support.slowdown import scaled
 from tests.support.waiting import wait_for_value
 from zodex_protocol.layout import WorkerRecord
 
@@ -152,7 +153,7 @@ async def test_follow_prints_lines_written_after_it_started_and_ctrl_c_ends_it(t
                 local.run("local", "start", workdir)
                 read_until(out, f"runtime {local.discovery()['runtime_id']} serving", seen)
                 follower.send_signal(signal.SIGINT)
-                assert follower.wait(10) == 0
+                assert follower.wait(scaled(10)) == 0
                 assert follower.stderr.read() == b""
             finally:
                 if follower.poll() is None:
