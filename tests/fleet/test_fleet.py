@@ -3,6 +3,7 @@ namespace, called with the real mcp SDK client over HTTP (docs/fleet.md). Root o
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 from collections.abc import Iterator
@@ -28,7 +29,10 @@ from tests.fleet.fleet_support import (
 )
 from tests.support.accounts import runnable_install
 from tests.support.curve_peer import refused_handshake
+from tests.support.gateway import Mcp
 from tests.support.handshake import INIT
+from tests.support.progress import cancelled_while_waiting, release
+from tests.support.slowdown import scaled
 from zodex_gateway.fleet import keys
 
 pytestmark = pytest.mark.timeout(240)
@@ -387,3 +391,35 @@ async def test_every_tool_at_the_clients_default_revision_and_at_the_handshake(
         patch = f"*** Begin Patch\n*** Add File: revision-{mode}.txt\n+made\n*** End Patch\n"
         patched = await client.call_tool("apply_patch", {"patch": patch, "workdir": workdir})
         assert not patched.is_error, patched.content[0].text
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_waiting_call_reports_progress_and_a_cancel_ends_its_wait_on_the_host(
+    fleet: Fleet, mode: str
+) -> None:
+    """docs/fleet.md#the-wire: a call waiting on a host hears its progress notes through the
+    fleet gateway (default interval, 5 s), and its client's cancel ends the host's wait: the
+    output stays for the next poll, which the session, no longer held, answers at once."""
+    host = fleet.a
+    fifo = host.workspace / f"gate-{mode}"
+    os.mkfifo(fifo)
+    os.chown(fifo, host.agent.uid, host.agent.gid)
+    url = f"{fleet.gw1.url}/h/{host.name}/mcp?key={mcp_key(host)}"
+    try:
+        async with (
+            httpx2.AsyncClient(timeout=scaled(90)) as http,
+            Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+        ):
+            session = Mcp(client)
+            handle = await cancelled_while_waiting(
+                session, "exec_command", {"cmd": f"echo before; cat {fifo}", "workdir": str(host.workspace)}
+            )
+            # Had the host's wait gone on, this poll would wait behind it (or miss "before",
+            # which that wait would have taken).
+            polled = await session.write(handle, yield_time_ms=100)
+            assert polled["output"] == "before\n" and polled["status"] == "running", polled
+            release(fifo)
+            output, final = await session.drain(handle)
+            assert output == "released\n" and final["exit_code"] == 0
+    finally:
+        fifo.unlink()

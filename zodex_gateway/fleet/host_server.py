@@ -4,7 +4,10 @@ inside, each ``call`` answered by the host's own dispatcher.
 
 The host checks the arguments and resolves the workdir itself: a gateway only forwards what
 the model sent. Calls run concurrently (a long poll never holds up another call); each gets
-exactly one reply, ``result``, ``patched`` or ``error``.
+exactly one reply, ``result``, ``patched`` or ``error``, but for a waiting call its gateway
+cancelled, which gets none. A waiting call that asked for them (``_progress``) gets
+``progress`` notes before its reply; a ``cancel`` ends only a call of the gateway that sent
+it, looked up under that gateway's ROUTER identity.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from zodex_protocol.envelope import Envelope, WireCodec
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle
 from zodex_protocol.limits import Limits, max_message_bytes
+from zodex_protocol.progress import ProgressNote
 from zodex_protocol.validation import CheckedWorkdir, check_write_args
 
 log = logging.getLogger("zodex.host")
@@ -133,6 +137,8 @@ class HostServer:
         self._socket.bind(endpoint)
         self._pending = PendingPeers(self._socket, max_pending)
         self._tasks: set[asyncio.Task[None]] = set()
+        # The calls in flight, under (gateway identity, message id): what a cancel can end.
+        self._calls: dict[tuple[bytes, str], asyncio.Task[None]] = {}
         self._stopped = asyncio.Event()
 
     @property
@@ -181,8 +187,19 @@ class HostServer:
                 error = Envelope(type=messages.ERROR, body=exc.to_wire(), reply_to=message_id)
                 await self._send(identity, error)
             return
+        if request.type == messages.CANCEL:
+            self._cancel(identity, request.body)
+            return
+        key = (identity, request.id)
+        task = asyncio.current_task()
+        assert task is not None
+        self._calls[key] = task
         try:
-            reply_type, body = await self._call(request)
+            reply_type, body = await self._call(identity, request)
+        except asyncio.CancelledError:
+            if self._stopped.is_set():
+                raise
+            return  # its gateway cancelled it: no reply (the worker was told to end the wait)
         except ProtocolError as exc:
             reply_type, body = messages.ERROR, exc.to_wire()
         except TimeoutError:
@@ -200,9 +217,34 @@ class HostServer:
                     ErrorCode.INTERNAL, f"internal error on the host ({type(exc).__name__})"
                 ).to_wire(),
             )
+        finally:
+            self._calls.pop(key, None)
         await self._send(identity, request.reply(reply_type, body))
 
-    async def _call(self, request: Envelope) -> tuple[str, Any]:
+    def _cancel(self, identity: bytes, body: object) -> None:
+        """A gateway can end only its own calls' waits; an id naming nothing is ignored."""
+        target = body.get("id") if isinstance(body, dict) else None
+        call = self._calls.get((identity, target)) if isinstance(target, str) else None
+        if call is not None:
+            call.cancel()
+
+    def _progress(self, identity: bytes, request: Envelope, every: object) -> ProgressListener | None:
+        """The listener that sends a call's progress notes to its gateway, when it asked."""
+        if every is None:
+            return None
+        if not isinstance(every, int) or isinstance(every, bool) or every <= 0:
+            raise ProtocolError(
+                ErrorCode.BAD_REQUEST, f"{messages.PROGRESS_KEY} is a positive interval in ms"
+            )
+
+        def heard(note: ProgressNote) -> None:
+            task = asyncio.create_task(self._send(identity, request.reply(messages.PROGRESS, note.to_body())))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        return ProgressListener(max(every, messages.MIN_PROGRESS_MS), heard)
+
+    async def _call(self, identity: bytes, request: Envelope) -> tuple[str, Any]:
         if request.type != messages.CALL:
             raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {request.type!r}")
         body = request.body
@@ -211,10 +253,12 @@ class HostServer:
         tool, args, tag = body.get("tool"), body.get("args"), body.get("tag")
         if tool not in TOOLS or not isinstance(args, dict) or not (tag is None or isinstance(tag, str)):
             raise ProtocolError(ErrorCode.BAD_REQUEST, "a call is {tool, args, tag?} with a known tool")
+        progress = self._progress(identity, request, body.get(messages.PROGRESS_KEY))
         if tool == "exec_command":
-            return messages.RESULT, (await self._dispatcher.exec_command(args, tag=tag)).to_body()
+            result = await self._dispatcher.exec_command(args, tag=tag, progress=progress)
+            return messages.RESULT, result.to_body()
         if tool == "write_stdin":
-            return messages.RESULT, (await self._dispatcher.write_stdin(args)).to_body()
+            return messages.RESULT, (await self._dispatcher.write_stdin(args, progress=progress)).to_body()
         return messages.PATCHED, (await self._dispatcher.apply_patch(args)).to_body()
 
     async def _send(self, identity: bytes, message: Envelope) -> None:

@@ -7,6 +7,8 @@ monitor reports the CURVE handshake done (up) and the connection dropped or refu
 (down); ZeroMQ's heartbeat turns a host that stops answering into a dropped connection
 within ``HEARTBEAT_TIMEOUT_MS``. A call waits at most ``CONNECT_WAIT_S`` for the host to be
 up and is never queued for later; calls in flight when the connection drops fail at once.
+A waiting call asks the host for progress notes and, cancelled by its client, tells the
+host to end the wait (docs/fleet.md#the-wire), as the gateway does with its own workers.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec, peek_reply_to
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.limits import Limits
+from zodex_protocol.progress import ProgressNote
 from zodex_protocol.replies import Patched, SessionResult
 from zodex_protocol.validation import CheckedWorkdir
 
@@ -38,6 +41,8 @@ RECONNECT_IVL_MS = 100
 RECONNECT_IVL_MAX_MS = 1000
 # A reply can take the longest yield plus a kill's grace; then slack for a busy host.
 REQUEST_SLACK_S = 30.0
+# The calls that wait on a command, whose wait a cancel ends.
+WAITING_TOOLS = ("exec_command", "write_stdin")
 
 _UP = zmq.EVENT_HANDSHAKE_SUCCEEDED
 _DOWN = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
@@ -97,6 +102,8 @@ class RemoteDispatcher:
         self._up = asyncio.Event()
         self._refused = False  # the last handshake failed on authentication
         self._pending: dict[str, asyncio.Future[Envelope]] = {}
+        self._listeners: dict[str, ProgressListener] = {}
+        self._cancels: set[asyncio.Future[Any]] = set()  # cancels on their way to the host
         self._loop = asyncio.get_running_loop()
         self._reader = self._loop.create_task(self._read_replies())
         self._watcher = self._loop.create_task(self._watch())
@@ -139,11 +146,45 @@ class RemoteDispatcher:
                 if pending is not None and not pending.done():
                     pending.set_exception(ProtocolError(exc.code, unverifiable(self.host, exc.message)))
                 continue
+            if reply.type == messages.PROGRESS:
+                self._heard(reply)
+                continue
             future = self._pending.get(reply.reply_to or "")
             if future is not None and not future.done():
                 future.set_result(reply)
 
-    async def _call(self, tool: str, args: Mapping[str, Any], tag: str | None = None) -> Any:
+    def _heard(self, note: Envelope) -> None:
+        listener = self._listeners.get(note.reply_to or "")
+        if listener is None:
+            return  # its call has ended: a note on the way is of no use
+        try:
+            listener.heard(ProgressNote.from_body(note.body))
+        except ProtocolError:
+            return  # a malformed note tells nothing; the reply still comes
+
+    def _cancel_on_host(self, message_id: str) -> None:
+        """Tell the host to end the wait of ``message_id``; from a task being cancelled,
+        which cannot await: the send is tried at once and never waits for room."""
+        cancel = Envelope(type=messages.CANCEL, body={"id": message_id})
+        sent = asyncio.ensure_future(
+            self._socket.send_multipart(self._codec.serialize(cancel), flags=zmq.NOBLOCK)
+        )
+        self._cancels.add(sent)
+        sent.add_done_callback(self._cancel_sent)
+
+    def _cancel_sent(self, sent: asyncio.Future[Any]) -> None:
+        self._cancels.discard(sent)
+        if not sent.cancelled() and sent.exception() is not None:
+            # Not connected: the host's wait ends at its yield, its result unread.
+            log.info("could not tell host %s of a cancelled call: %s", self.host, sent.exception())
+
+    async def _call(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        tag: str | None = None,
+        progress: ProgressListener | None = None,
+    ) -> Any:
         if not self._up.is_set():
             try:
                 await asyncio.wait_for(self._up.wait(), CONNECT_WAIT_S)
@@ -152,9 +193,13 @@ class RemoteDispatcher:
         body: dict[str, Any] = {"tool": tool, "args": dict(args)}
         if tag is not None:
             body["tag"] = tag
+        if progress is not None:
+            body[messages.PROGRESS_KEY] = progress.every_ms
         message = Envelope(type=messages.CALL, body=body)
         future: asyncio.Future[Envelope] = self._loop.create_future()
         self._pending[message.id] = future
+        if progress is not None:
+            self._listeners[message.id] = progress
         try:
             try:
                 await self._socket.send_multipart(self._codec.serialize(message), flags=zmq.NOBLOCK)
@@ -164,14 +209,17 @@ class RemoteDispatcher:
                 reply = await asyncio.wait_for(future, self._timeout)
             except TimeoutError:
                 raise ProtocolError(ErrorCode.WORKER_UNAVAILABLE, unreachable_in_flight(self.host)) from None
+            except asyncio.CancelledError:
+                if tool in WAITING_TOOLS:
+                    self._cancel_on_host(message.id)
+                raise
         finally:
             self._pending.pop(message.id, None)
+            self._listeners.pop(message.id, None)
         if reply.type == messages.ERROR:
             raise ProtocolError.from_wire(reply.body)
         return reply.body
 
-    # ``progress`` is not carried over the fleet's wire yet (docs/fleet.md#the-wire): a call
-    # through the fleet sends no progress notes while it waits.
     # ``workdir``: the gateway's own check of the path; the host checks it where it is.
     async def exec_command(
         self,
@@ -181,12 +229,12 @@ class RemoteDispatcher:
         progress: ProgressListener | None = None,
         workdir: CheckedWorkdir | None = None,
     ) -> SessionResult:
-        return SessionResult.from_body(await self._call("exec_command", args, tag))
+        return SessionResult.from_body(await self._call("exec_command", args, tag, progress))
 
     async def write_stdin(
         self, args: Mapping[str, Any], *, progress: ProgressListener | None = None
     ) -> SessionResult:
-        return SessionResult.from_body(await self._call("write_stdin", args))
+        return SessionResult.from_body(await self._call("write_stdin", args, progress=progress))
 
     async def apply_patch(self, args: Mapping[str, Any], *, workdir: CheckedWorkdir | None = None) -> Patched:
         return Patched.from_body(await self._call("apply_patch", args))

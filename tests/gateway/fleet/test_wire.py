@@ -19,10 +19,13 @@ import zmq.asyncio
 from tests.support.curve_peer import refused_handshake
 from zodex_gateway.fleet.host_server import HANDSHAKE_IVL_MS, HostServer, IncarnationCheck
 from zodex_gateway.fleet.remote import RemoteDispatcher
-from zodex_protocol.envelope import new_key
+from zodex_gateway.workers.worker_client import ProgressListener
+from zodex_protocol import messages
+from zodex_protocol.envelope import Envelope, WireCodec, new_key
 from zodex_protocol.errors import ErrorCode, ProtocolError
 from zodex_protocol.handles import SessionHandle
 from zodex_protocol.limits import Limits, max_message_bytes
+from zodex_protocol.progress import ProgressNote
 from zodex_protocol.replies import Patched, SessionResult
 
 RESULT = SessionResult(
@@ -33,6 +36,12 @@ RESULT = SessionResult(
 @dataclass
 class Recorder:
     calls: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
+    # A call with cmd "wait" waits here, as a worker's wait does, until released or cancelled.
+    waiting: asyncio.Event = field(default_factory=asyncio.Event)
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    listeners: list[ProgressListener | None] = field(default_factory=list)
+    cancelled: int = 0
+    cancel_seen: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def exec_command(
         self, args: Mapping[str, Any], *, tag: str | None = None, progress: Any = None, workdir: Any = None
@@ -40,6 +49,18 @@ class Recorder:
         self.calls.append(("exec_command", dict(args), tag))
         if args.get("cmd") == "":
             raise ProtocolError(ErrorCode.INVALID_ARGUMENT, "cmd must not be empty")
+        if args.get("cmd") == "wait":
+            self.listeners.append(progress)
+            if progress is not None:
+                progress.heard(ProgressNote("h1", 1000, 12))
+                progress.heard(ProgressNote("h1", 2000, 1234))
+            self.waiting.set()
+            try:
+                await self.released.wait()
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                self.cancel_seen.set()
+                raise
         return RESULT
 
     async def write_stdin(self, args: Mapping[str, Any], *, progress: Any = None) -> SessionResult:
@@ -61,6 +82,7 @@ class Wire:
     gateway: RemoteDispatcher
     host_public: bytes
     signing: bytes
+    gateway_secret: bytes
 
 
 @pytest.fixture
@@ -87,7 +109,7 @@ async def wire() -> AsyncIterator[Wire]:
         signing_key=signing,
     )
     try:
-        yield Wire(recorder, server, serving, gateway, host_public, signing)
+        yield Wire(recorder, server, serving, gateway, host_public, signing, gw_secret)
     finally:
         await gateway.close()
         server.stop()
@@ -124,6 +146,91 @@ async def test_handles_of_earlier_host_incarnations_are_lost_and_others_unknown(
             await wire.gateway.write_stdin({"session_handle": never})
         assert unknown.value.message == f"Unknown session handle: {never}"
     assert [c[0] for c in wire.recorder.calls] == ["write_stdin"]  # only the current one went on
+
+
+async def test_a_waiting_call_hears_the_hosts_progress_and_its_cancel_ends_the_hosts_wait(wire: Wire) -> None:
+    """docs/fleet.md#the-wire: ``_progress`` asked with the call (at least 500 ms), each
+    note relayed to the gateway's listener, and a cancelled call cancels the host's wait."""
+    heard: list[ProgressNote] = []
+    both = asyncio.Event()
+
+    def hear(note: ProgressNote) -> None:
+        heard.append(note)
+        if len(heard) == 2:
+            both.set()
+
+    listener = ProgressListener(100, hear)
+    call = asyncio.create_task(wire.gateway.exec_command({"cmd": "wait", "workdir": "/w"}, progress=listener))
+    await wire.recorder.waiting.wait()
+    [asked] = wire.recorder.listeners
+    assert asked is not None and asked.every_ms == messages.MIN_PROGRESS_MS
+    async with asyncio.timeout(30):
+        await both.wait()
+    assert heard == [ProgressNote("h1", 1000, 12), ProgressNote("h1", 2000, 1234)]
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    async with asyncio.timeout(30):
+        await wire.recorder.cancel_seen.wait()
+    # Without a listener nothing is asked.
+    wire.recorder.waiting.clear()
+    wire.recorder.released.set()
+    assert await wire.gateway.exec_command({"cmd": "wait", "workdir": "/w"}) == RESULT
+    assert wire.recorder.listeners[1] is None
+
+
+async def test_a_cancel_ends_only_a_call_of_the_gateway_that_sent_it(wire: Wire) -> None:
+    """A second peer naming the first's call id cancels nothing; the first's own cancel does,
+    and its call then gets no reply. A malformed ``_progress`` is refused as a bad request."""
+    codec = WireCodec(wire.signing)
+    context = zmq.asyncio.Context()
+    peers = []
+    try:
+        for _ in range(2):
+            peer = context.socket(zmq.DEALER)
+            peer.setsockopt(zmq.LINGER, 0)
+            peer.curve_secretkey = wire.gateway_secret
+            peer.curve_publickey = zmq.curve_public(wire.gateway_secret)
+            peer.curve_serverkey = wire.host_public
+            peer.connect(wire.server.bound)
+            peers.append(peer)
+        first, second = peers
+        call = Envelope(
+            type=messages.CALL, body={"tool": "exec_command", "args": {"cmd": "wait", "workdir": "/w"}}
+        )
+        await first.send_multipart(codec.serialize(call))
+        async with asyncio.timeout(30):
+            await wire.recorder.waiting.wait()
+        cancel = Envelope(type=messages.CANCEL, body={"id": call.id})
+        await second.send_multipart(codec.serialize(cancel))
+        # The second peer's cancel is served before its next message, whose answer proves it.
+        bad = Envelope(
+            type=messages.CALL,
+            body={
+                "tool": "exec_command",
+                "args": {"cmd": "x", "workdir": "/w"},
+                messages.PROGRESS_KEY: "soon",
+            },
+        )
+        await second.send_multipart(codec.serialize(bad))
+        async with asyncio.timeout(30):
+            refused = codec.deserialize(await second.recv_multipart())
+        assert (refused.type, refused.reply_to) == (messages.ERROR, bad.id)
+        assert ProtocolError.from_wire(refused.body).code == ErrorCode.BAD_REQUEST
+        assert wire.recorder.cancelled == 0, "another peer's cancel ended the call"
+        await first.send_multipart(codec.serialize(Envelope(type=messages.CANCEL, body={"id": call.id})))
+        async with asyncio.timeout(30):
+            await wire.recorder.cancel_seen.wait()
+        # A reply to the cancelled call would come before the answer to a later request.
+        probe = Envelope(type=messages.CALL, body={"tool": "nothing", "args": {}})
+        await first.send_multipart(codec.serialize(probe))
+        async with asyncio.timeout(30):
+            answered = codec.deserialize(await first.recv_multipart())
+        assert answered.reply_to == probe.id, "a cancelled call got a reply"
+    finally:
+        for peer in peers:
+            peer.close(linger=0)
+        context.term()
 
 
 async def test_the_host_checks_write_arguments_before_the_handle(wire: Wire) -> None:
