@@ -31,7 +31,7 @@ from tests.support.accounts import runnable_install
 from tests.support.curve_peer import refused_handshake
 from tests.support.gateway import Mcp
 from tests.support.handshake import INIT
-from tests.support.progress import cancelled_while_waiting, release
+from tests.support.progress import a_cancel_leaves_output_and_command
 from tests.support.slowdown import scaled
 from zodex_gateway.fleet import keys
 
@@ -410,16 +410,6 @@ async def test_a_waiting_call_reports_progress_and_a_cancel_ends_its_wait_on_the
             httpx2.AsyncClient(timeout=scaled(90)) as http,
             Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
         ):
-            session = Mcp(client)
-            handle = await cancelled_while_waiting(
-                session, "exec_command", {"cmd": f"echo before; cat {fifo}", "workdir": str(host.workspace)}
-            )
-            # Had the host's wait gone on, this poll would wait behind it (or miss "before",
-            # which that wait would have taken).
-            polled = await session.write(handle, yield_time_ms=100)
-            assert polled["output"] == "before\n" and polled["status"] == "running", polled
-            release(fifo)
-            output, final = await session.drain(handle)
-            assert output == "released\n" and final["exit_code"] == 0
+            await a_cancel_leaves_output_and_command(Mcp(client), host.workspace, fifo)
     finally:
         fifo.unlink()

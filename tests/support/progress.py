@@ -61,3 +61,17 @@ async def cancelled_while_waiting(mcp: Mcp, tool: str, args: dict[str, Any]) -> 
         group.cancel_scope.cancel()
     assert not finished, "the call returned instead of being cancelled"
     return notes.handle()
+
+
+async def a_cancel_leaves_output_and_command(mcp: Mcp, workdir: Path, fifo: Path) -> None:
+    """A call that waits on ``echo before; cat <fifo>`` in ``workdir``, cancelled once it
+    reports progress: the next poll, answered at once, has ``before`` (a wait that had gone
+    on would hold the session or have taken it), and the command goes on to its end."""
+    handle = await cancelled_while_waiting(
+        mcp, "exec_command", {"cmd": f"echo before; cat {fifo}", "workdir": str(workdir)}
+    )
+    polled = await mcp.write(handle, yield_time_ms=100)
+    assert polled["output"] == "before\n" and polled["status"] == "running", polled
+    release(fifo)
+    output, final = await mcp.drain(handle)
+    assert output == "released\n" and final["exit_code"] == 0

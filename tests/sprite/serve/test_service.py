@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.sprite.serve.sprite_support import MARKER, MARKER_VALUE, Sprite, sprite_setup, tool_json
 from tests.support.accounts import require_root
 from tests.support.gateway import Mcp
-from tests.support.progress import cancelled_while_waiting, release
+from tests.support.progress import a_cancel_leaves_output_and_command
 from tests.support.waiting import wait_for_value
 
 
@@ -335,13 +335,5 @@ async def test_a_waiting_call_reports_progress_and_a_cancel_ends_its_wait(sprite
         httpx2.AsyncClient(verify=False, timeout=60) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
     ):
-        mcp = Mcp(client)
-        handle = await cancelled_while_waiting(
-            mcp, "exec_command", {"cmd": f"echo before; cat {fifo}", "workdir": str(sprite.workspace)}
-        )
-        polled = await mcp.write(handle, yield_time_ms=100)
-        assert polled["output"] == "before\n" and polled["status"] == "running", polled
-        release(fifo)
-        output, final = await mcp.drain(handle)
-        assert output == "released\n" and final["exit_code"] == 0
+        await a_cancel_leaves_output_and_command(Mcp(client), sprite.workspace, fifo)
     fifo.unlink()
