@@ -37,6 +37,7 @@ from zodex_protocol.validation import CheckedWorkdir, check_write_args
 log = logging.getLogger("zodex.host")
 
 TOOLS = ("exec_command", "write_stdin", "apply_patch")
+WAITING_TOOLS = ("exec_command", "write_stdin")  # the calls a cancel can end
 # ZeroMQ's heartbeat: a gateway that stops answering is dropped; the gateway does the same.
 HEARTBEAT_IVL_MS = 500
 HEARTBEAT_TIMEOUT_MS = 1500
@@ -192,8 +193,8 @@ class HostServer:
             return
         key = (identity, request.id)
         task = asyncio.current_task()
-        assert task is not None
-        self._calls[key] = task
+        if task is not None and isinstance(request.body, dict) and request.body.get("tool") in WAITING_TOOLS:
+            self._calls[key] = task  # only a wait is cancellable: a patch runs to its reply
         try:
             reply_type, body = await self._call(identity, request)
         except asyncio.CancelledError:

@@ -23,6 +23,7 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
+from zodex_gateway.fleet.host_server import WAITING_TOOLS
 from zodex_gateway.workers.worker_client import ProgressListener
 from zodex_protocol import messages
 from zodex_protocol.envelope import Envelope, WireCodec, peek_reply_to
@@ -41,8 +42,6 @@ RECONNECT_IVL_MS = 100
 RECONNECT_IVL_MAX_MS = 1000
 # A reply can take the longest yield plus a kill's grace; then slack for a busy host.
 REQUEST_SLACK_S = 30.0
-# The calls that wait on a command, whose wait a cancel ends.
-WAITING_TOOLS = ("exec_command", "write_stdin")
 
 _UP = zmq.EVENT_HANDSHAKE_SUCCEEDED
 _DOWN = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL

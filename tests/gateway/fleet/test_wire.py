@@ -68,6 +68,9 @@ class Recorder:
         return RESULT
 
     async def apply_patch(self, args: Mapping[str, Any], *, workdir: Any = None) -> Patched:
+        if args.get("patch") == "wait":
+            self.waiting.set()
+            await self.released.wait()
         return Patched(ok=True, text="Done!")
 
     async def close(self) -> None:
@@ -227,6 +230,25 @@ async def test_a_cancel_ends_only_a_call_of_the_gateway_that_sent_it(wire: Wire)
         async with asyncio.timeout(30):
             answered = codec.deserialize(await first.recv_multipart())
         assert answered.reply_to == probe.id, "a cancelled call got a reply"
+        # A patch is not a wait: a cancel naming it ends nothing, and it gets its reply.
+        wire.recorder.waiting.clear()
+        patch = Envelope(
+            type=messages.CALL, body={"tool": "apply_patch", "args": {"patch": "wait", "workdir": "/w"}}
+        )
+        await first.send_multipart(codec.serialize(patch))
+        async with asyncio.timeout(30):
+            await wire.recorder.waiting.wait()
+        await first.send_multipart(codec.serialize(Envelope(type=messages.CANCEL, body={"id": patch.id})))
+        # The host serves a peer's messages in order: once a later probe is answered, the
+        # cancel has been handled, and only then is the patch let go.
+        probe = Envelope(type=messages.CALL, body={"tool": "nothing", "args": {}})
+        await first.send_multipart(codec.serialize(probe))
+        async with asyncio.timeout(30):
+            assert codec.deserialize(await first.recv_multipart()).reply_to == probe.id
+        wire.recorder.released.set()
+        async with asyncio.timeout(30):
+            patched = codec.deserialize(await first.recv_multipart())
+        assert (patched.type, patched.reply_to) == (messages.PATCHED, patch.id)
     finally:
         for peer in peers:
             peer.close(linger=0)
