@@ -17,6 +17,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -75,27 +77,52 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return _parser().parse_args(argv)
 
 
-async def run(args: argparse.Namespace) -> int:
-    loop = asyncio.get_running_loop()
-    layout = RuntimeLayout(args.runtime_dir)
-    codec = WireCodec(read_key_file(layout.key_file))
-    limits = Limits.from_dict(json.loads(args.limits))
+@dataclass
+class Prepared:
+    """What a worker makes before it knows its workdir (see :func:`prepare`)."""
+
+    runner: asyncio.Runner
+    context: zmq.Context[zmq.Socket[bytes]]
+    router: zmq.Socket[bytes]
+    pub: zmq.Socket[bytes]
+
+
+def prepare() -> Prepared:
+    """What a worker sets up before it knows its workdir — its log, event loop, ZeroMQ
+    context and its two sockets, not yet bound — so that the worker template's spare does
+    it ahead of need."""
+    log_lines.log_to_stderr("zodex-worker %(levelname)s %(message)s", logging.WARNING)
+    runner = asyncio.Runner()
+    runner.get_loop()
     # One libzmq context, plain sockets served on the loop (zodex_protocol.loop_socket): one
     # I/O thread and one reaper thread in all, and every thread is moved with the worker on
     # each spawn into a session's cgroup.
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     router = context.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
-    router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes(limits))
-    request_endpoint = layout.request_endpoint(args.worker_id, args.incarnation)
-    event_endpoint = layout.event_endpoint(args.worker_id, args.incarnation)
-    router.bind(request_endpoint)
     # XPUB with a welcome message: a subscriber knows its subscription is live (no event
     # of the first command is lost to ZeroMQ's slow-joiner window) when "welcome" arrives.
     pub = context.socket(zmq.XPUB)
     pub.setsockopt(zmq.LINGER, 0)
     pub.setsockopt(zmq.SNDHWM, EVENT_HWM)
     pub.setsockopt(zmq.XPUB_WELCOME_MSG, messages.WELCOME)
+    return Prepared(runner, context, router, pub)
+
+
+async def run(
+    args: argparse.Namespace, prepared: Prepared, on_serving: Callable[[], None] | None = None
+) -> int:
+    """Serve until told to stop; ``on_serving`` is called once the start is done, just before
+    the first request is read (the worker template's cue to fork its next spare)."""
+    loop = asyncio.get_running_loop()
+    layout = RuntimeLayout(args.runtime_dir)
+    codec = WireCodec(read_key_file(layout.key_file))
+    limits = Limits.from_dict(json.loads(args.limits))
+    router, pub = prepared.router, prepared.pub
+    router.setsockopt(zmq.MAXMSGSIZE, max_message_bytes(limits))
+    request_endpoint = layout.request_endpoint(args.worker_id, args.incarnation)
+    event_endpoint = layout.event_endpoint(args.worker_id, args.incarnation)
+    router.bind(request_endpoint)
     pub.bind(event_endpoint)
     pub_fd = int(pub.getsockopt(zmq.FD))
     stop = asyncio.Event()
@@ -145,6 +172,8 @@ async def run(args: argparse.Namespace) -> int:
         loop.call_later(SPILL_SWEEP_SECONDS, sweep_spill)
 
     sweep_spill()
+    if on_serving is not None:
+        on_serving()
     serving = asyncio.create_task(server.serve())
     asked = asyncio.create_task(server.shutdown_requested.wait())
     stopped = asyncio.create_task(stop.wait())
@@ -203,11 +232,17 @@ def main(argv: list[str] | None = None) -> None:
     start(parse_args(argv))
 
 
-def start(args: argparse.Namespace) -> NoReturn:
+def start(
+    args: argparse.Namespace,
+    prepared: Prepared | None = None,
+    on_serving: Callable[[], None] | None = None,
+) -> NoReturn:
     """Serve as the worker ``args`` describe, then exit: in a process of its own, or in one
-    the worker template has just forked."""
-    log_lines.log_to_stderr("zodex-worker %(levelname)s %(message)s", logging.WARNING)
-    sys.exit(asyncio.run(run(args)))
+    the worker template forked (prepared ahead of need)."""
+    prepared = prepared or prepare()
+    with prepared.runner:
+        code = prepared.runner.run(run(args, prepared, on_serving))
+    sys.exit(code)
 
 
 if __name__ == "__main__":

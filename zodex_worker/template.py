@@ -95,10 +95,47 @@ def parse_request(data: bytes, fds: list[int]) -> tuple[argparse.Namespace, dict
     return args, env
 
 
+def become_environment(env: dict[str, str]) -> None:
+    """``os.environ`` becomes ``env``, changing only what differs from the template's (each
+    change is a ``putenv`` or ``unsetenv``; Local's usually differs in nothing)."""
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+
+
+class Spare:
+    """A child forked ahead of need and prepared as far as a worker can be without its
+    request — CPython's after-fork work, the hand-over, its log and event loop — waiting on
+    a socket pair of its own for the request. The next request takes it; once that worker
+    is serving it closes its end, and the template forks the next spare then, so that the
+    fork does not compete with the start it would speed up."""
+
+    def __init__(self, pid: int, channel: socket.socket) -> None:
+        self.pid = pid
+        self.channel = channel  # the template's end
+        self.assigned = False
+
+
+def _closed(channel: socket.socket) -> bool:
+    """Whether the other end has closed (or, never expected, sent something)."""
+    try:
+        channel.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return False
+    except OSError:
+        pass
+    return True
+
+
 class Template:
     def __init__(self, channel: socket.socket) -> None:
         self.channel = channel
         self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._poller = select.poll()
+        self.spare: Spare | None = None  # forked ahead, not yet asked for
+        self._starting: dict[int, Spare] = {}  # asked for, not yet serving: by channel fd
 
     def send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
         socket.send_fds(self.channel, [json.dumps(message).encode()], fds or [])
@@ -112,18 +149,20 @@ class Template:
         gc.collect()
         gc.freeze()
         self.send({"ready": os.getpid()})
-        poller = select.poll()
-        poller.register(self.channel.fileno(), select.POLLIN)
-        poller.register(self._wake_read, select.POLLIN)
+        self._poller.register(self.channel.fileno(), select.POLLIN)
+        self._poller.register(self._wake_read, select.POLLIN)
         while True:
-            for fd, _events in poller.poll():
+            for fd, _events in self._poller.poll():
                 if fd == self._wake_read:
                     with contextlib.suppress(BlockingIOError):
                         while os.read(self._wake_read, 512):
                             pass
                     self.reap()
-                elif not self.handle_one():
-                    return 0
+                elif fd == self.channel.fileno():
+                    if not self.handle_one():
+                        return 0
+                else:
+                    self.spare_closed(fd)
 
     def handle_one(self) -> bool:
         """One request answered; False when the gateway has gone."""
@@ -134,62 +173,128 @@ class Template:
         if not data and not fds:
             return False
         try:
-            args, env = parse_request(data, fds)
-        except BadRequest as exc:
-            for fd in fds:  # before the answer: the gateway may count them when it comes
-                os.close(fd)
-            self.send({"error": str(exc)})
-            return True
-        try:
-            self.fork_worker(args, env, *fds)
+            try:
+                parse_request(data, fds)
+            except BadRequest as exc:
+                for fd in fds:  # before the answer: the gateway may count them when it comes
+                    os.close(fd)
+                fds = []
+                self.send({"error": str(exc)})
+                return True
+            self.fork_worker(data, fds)
         finally:
             for fd in fds:
                 os.close(fd)
         return True
 
-    def fork_worker(
-        self, args: argparse.Namespace, env: dict[str, str], stdout_fd: int, stderr_fd: int | None = None
-    ) -> None:
+    def fork_worker(self, request: bytes, fds: list[int]) -> None:
+        """Hand a checked request (and its descriptors) to the spare, forked now if there is
+        none or it has died, and answer with its pid and pidfd."""
         if threading.active_count() != 1:  # a fork would copy a lock some thread holds
             self.send({"error": "the template has a thread; it does not fork"})
             return
         try:
-            pid = os.fork()
+            spare = self._take_spare(request, fds)
         except OSError as exc:
             self.send({"error": f"fork failed: {exc.strerror or exc}"})
             return
-        if pid == 0:
-            self.become_worker(args, env, stdout_fd, stderr_fd)
         # Not yet reaped (only this loop reaps), so the pid is still the child's.
-        pidfd = os.pidfd_open(pid)
+        pidfd = os.pidfd_open(spare.pid)
         try:
-            self.send({"pid": pid}, [pidfd])
+            self.send({"pid": spare.pid}, [pidfd])
         finally:
             os.close(pidfd)
 
+    def _take_spare(self, request: bytes, fds: list[int]) -> Spare:
+        spare, self.spare = self.spare, None
+        for _attempt in range(2):  # a spare that died unasked: once more, with a fresh one
+            if spare is None:
+                spare = self.fork_spare()
+            try:
+                socket.send_fds(spare.channel, [request], fds)
+            except OSError:
+                self._drop(spare)
+                spare = None
+                continue
+            spare.assigned = True
+            self._starting[spare.channel.fileno()] = spare
+            return spare
+        raise OSError("a newly forked spare did not take its request")
+
+    def fork_spare(self) -> Spare:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            pid = os.fork()
+        except BaseException:
+            ours.close()
+            theirs.close()
+            raise
+        if pid == 0:
+            ours.close()
+            self.run_spare(theirs)
+        theirs.close()
+        spare = Spare(pid, ours)
+        self._poller.register(ours.fileno(), select.POLLIN)
+        return spare
+
+    def spare_closed(self, fd: int) -> None:
+        """A spare's end closed: a worker that is serving now (or died starting), after which
+        the next spare is forked; or the unasked spare, gone."""
+        spare = self._starting.get(fd) or self.spare
+        if spare is None or spare.channel.fileno() != fd or not _closed(spare.channel):
+            return  # an event for a number closed and reused earlier in the same poll
+        spare = self._starting.pop(fd, None)
+        if spare is None:
+            if self.spare is not None and self.spare.channel.fileno() == fd:
+                self._drop(self.spare)
+                self.spare = None
+            return
+        self._drop(spare)
+        if self.spare is None and threading.active_count() == 1:
+            with contextlib.suppress(OSError):  # no spare: the next request forks
+                self.spare = self.fork_spare()
+
+    def _drop(self, spare: Spare) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self._poller.unregister(spare.channel.fileno())
+        spare.channel.close()
+
     def reap(self) -> None:
         for pid, status in proctree.exited_children():  # the template is its workers' one reaper
+            if self.spare is not None and pid == self.spare.pid:
+                self._drop(self.spare)  # never a worker: nobody is told
+                self.spare = None
+                continue
             self.send({"exited": pid, "status": os.waitstatus_to_exitcode(status)})
 
-    def become_worker(
-        self, args: argparse.Namespace, env: dict[str, str], stdout_fd: int, stderr_fd: int | None
-    ) -> NoReturn:
-        """In the child: drop everything of the template, then run the worker."""
+    def run_spare(self, channel: socket.socket) -> NoReturn:
+        """In the child: drop everything of the template, prepare, wait for the request,
+        then run the worker it describes."""
         code = 1
         try:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             self.channel.close()
+            for other in [*self._starting.values(), *([self.spare] if self.spare else [])]:
+                other.channel.close()
             os.close(self._wake_read)
             os.close(self._wake_write)
             os.setsid()  # as start_new_session: a Ctrl-C at the gateway's terminal is not its
-            os.dup2(stdout_fd, 1)
-            if stderr_fd is not None:
-                os.dup2(stderr_fd, 2)
-            os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the passed ones too; 0 is /dev/null
-            os.environ.clear()
-            os.environ.update(env)
-            worker_main.start(args)
+            keep = channel.fileno()
+            os.closerange(3, keep)  # 0 is /dev/null
+            os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+            prepared = worker_main.prepare()
+            data, fds, _flags, _addr = socket.recv_fds(channel, MAX_PACKET, 2)
+            if not data:
+                os._exit(0)  # the template has gone before anyone asked for this worker
+            args, env = parse_request(data, fds)
+            os.dup2(fds[0], 1)
+            if len(fds) == 2:
+                os.dup2(fds[1], 2)
+            for fd in fds:
+                os.close(fd)
+            become_environment(env)
+            worker_main.start(args, prepared, on_serving=channel.close)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BaseException:

@@ -6,7 +6,6 @@ processes; the template answers a malformed request with an error and goes on.""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -24,7 +23,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.support.gateway import wait_for
+from tests.support.gateway import pid_alive, wait_for
 from tests.support.supervisors import supervising
 from zodex_gateway.workers.restart_policy import RestartPolicy
 from zodex_gateway.workers.runtime import Runtime
@@ -210,7 +209,7 @@ def test_the_template_does_not_fork_while_it_has_a_thread() -> None:
     read_end, write_end = os.pipe()
     try:
         before = len(psutil.Process().children())
-        Template(theirs).fork_worker(argparse.Namespace(), {}, write_end)
+        Template(theirs).fork_worker(b'{"argv": [], "env": {}}', [write_end])
         assert json.loads(ours.recv(4096)) == {"error": "the template has a thread; it does not fork"}
         assert len(psutil.Process().children()) == before, "nothing forked"
     finally:
@@ -220,3 +219,72 @@ def test_the_template_does_not_fork_while_it_has_a_thread() -> None:
             os.close(fd)
         ours.close()
         theirs.close()
+
+
+def spares_of(template_pid: int, workers: set[int]) -> list[int]:
+    """The template's living children that are no worker the gateway knows: its spare."""
+    children = psutil.Process(template_pid).children()
+    return [c.pid for c in children if c.pid not in workers and c.status() != psutil.STATUS_ZOMBIE]
+
+
+async def test_the_next_worker_is_the_spare_forked_once_the_last_one_serves(
+    root: Path, supervisor: Supervisor
+) -> None:
+    first = await supervisor.worker_for(new_workdir(root, "a"))
+    template_pid = template_of(supervisor).template_pid
+    assert template_pid is not None
+    spares: list[int] = []
+
+    def one_spare() -> bool:
+        spares[:] = spares_of(template_pid, set(supervisor._children))
+        return len(spares) == 1
+
+    await wait_for(one_spare, what="the spare forked once the first worker serves")
+    second_dir = new_workdir(root, "b")
+    second = await supervisor.worker_for(second_dir)
+    assert second.record.pid == spares[0], "the request took the spare forked ahead of it"
+    assert (await run(second, "pwd", second_dir))["output"].strip() == second_dir
+    await wait_for(one_spare, what="the next spare")
+    assert spares[0] not in (first.record.pid, second.record.pid)
+
+
+async def test_a_spare_that_dies_unasked_is_nobodys_worker_and_the_next_request_forks(
+    root: Path, supervisor: Supervisor
+) -> None:
+    await supervisor.worker_for(new_workdir(root, "a"))
+    template_pid = template_of(supervisor).template_pid
+    assert template_pid is not None
+    spares: list[int] = []
+
+    def one_spare() -> bool:
+        spares[:] = spares_of(template_pid, set(supervisor._children))
+        return len(spares) == 1
+
+    await wait_for(one_spare, what="the spare")
+    killed = psutil.Process(spares[0])
+    killed.kill()
+    killed.wait(timeout=10)
+    await wait_for(lambda: not spares_of(template_pid, set(supervisor._children)), what="it to be reaped")
+    second_dir = new_workdir(root, "b")
+    second = await supervisor.worker_for(second_dir)
+    assert second.record.pid != killed.pid and parent_of(second.record.pid) == template_pid
+    assert (await run(second, "true", second_dir))["exit_code"] == 0
+    assert template_of(supervisor).template_pid == template_pid, "the template went on"
+
+
+async def test_the_spare_leaves_with_its_template(root: Path, supervisor: Supervisor) -> None:
+    await supervisor.worker_for(new_workdir(root, "a"))
+    launcher = template_of(supervisor)
+    template_pid = launcher.template_pid
+    assert template_pid is not None
+    spares: list[int] = []
+
+    def one_spare() -> bool:
+        spares[:] = spares_of(template_pid, set(supervisor._children))
+        return len(spares) == 1
+
+    await wait_for(one_spare, what="the spare")
+    spare = psutil.Process(spares[0])
+    os.kill(template_pid, signal.SIGKILL)
+    await wait_for(lambda: launcher.template_pid is None, what="the gateway to see its template die")
+    await wait_for(lambda: not pid_alive(spare.pid), what="the spare to end once its template's end closed")
