@@ -26,7 +26,7 @@ import json
 import os
 import secrets
 import stat
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
@@ -141,22 +141,34 @@ class WorkerRecord:
     protocol: int
 
     def write(self, path: Path) -> None:
-        # A fresh temporary name, never through a link planted in its place.
-        tmp = path.with_suffix(f".tmp{os.getpid()}-{secrets.token_hex(4)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        try:
-            with os.fdopen(fd, "w") as out:
-                out.write(json.dumps(asdict(self)))
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        self._write_all([path])
 
     def publish(self, layout: RuntimeLayout) -> None:
         """Register this incarnation as started, then as the worker's latest: a handle
         of an incarnation with a ``.started`` record and no ``.exit`` file is *lost*
         once that incarnation is gone (docs/sessions.md#handles)."""
-        self.write(layout.started_file(self.worker_id, self.incarnation))
-        self.write(layout.record_file(self.worker_id))
+        self._write_all(
+            [layout.started_file(self.worker_id, self.incarnation), layout.record_file(self.worker_id)]
+        )
+
+    def _write_all(self, paths: list[Path]) -> None:
+        """The record in each of ``paths``, in order, each replaced atomically: one file
+        written, the others hard links to it (a record is never changed in place)."""
+        # Fresh temporary names, never through a link planted in their place.
+        temps = [path.with_suffix(f".tmp{os.getpid()}-{secrets.token_hex(4)}") for path in paths]
+        fd = os.open(temps[0], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                os.write(fd, json.dumps(vars(self)).encode())  # small: one write takes it whole
+            finally:
+                os.close(fd)
+            for temp in temps[1:]:
+                os.link(temps[0], temp)
+            for temp, path in zip(temps, paths, strict=True):
+                os.replace(temp, path)
+        finally:
+            for temp in temps:
+                temp.unlink(missing_ok=True)
 
     @classmethod
     def read(cls, path: Path) -> WorkerRecord | None:

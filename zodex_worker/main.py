@@ -85,12 +85,13 @@ class Prepared:
     context: zmq.Context[zmq.Socket[bytes]]
     router: zmq.Socket[bytes]
     pub: zmq.Socket[bytes]
+    pid_start: int | None  # this process's start time, for its registry record
 
 
 def prepare() -> Prepared:
     """What a worker sets up before it knows its workdir — its log, event loop, ZeroMQ
-    context and its two sockets, not yet bound — so that the worker template's spare does
-    it ahead of need."""
+    context and its two sockets, not yet bound, its start time — so that the worker
+    template's spare does it ahead of need."""
     log_lines.log_to_stderr("zodex-worker %(levelname)s %(message)s", logging.WARNING)
     runner = asyncio.Runner()
     runner.get_loop()
@@ -106,7 +107,7 @@ def prepare() -> Prepared:
     pub.setsockopt(zmq.LINGER, 0)
     pub.setsockopt(zmq.SNDHWM, EVENT_HWM)
     pub.setsockopt(zmq.XPUB_WELCOME_MSG, messages.WELCOME)
-    return Prepared(runner, context, router, pub)
+    return Prepared(runner, context, router, pub, proctree.start_time(os.getpid()))
 
 
 async def run(
@@ -135,7 +136,7 @@ async def run(
         worker_id=args.worker_id,
         incarnation=args.incarnation,
         pid=os.getpid(),
-        pid_start=proctree.start_time(os.getpid()),
+        pid_start=prepared.pid_start,
         workdir=args.workdir,
         request_endpoint=request_endpoint,
         event_endpoint=event_endpoint,

@@ -79,7 +79,18 @@ async def started(mcp: Mcp, workdir: Path, cmd: str) -> tuple[str, int]:
         )
         output += more.structured_content["output"]
     pid = int(output.split("pid=", 1)[1].split()[0])
+    # Until the shell has exec'd the command a stop may reach the shell instead, which
+    # ignores Ctrl-\ (bash always ignores SIGQUIT) and then runs the command regardless.
+    program = cmd.split()[1]
+    await wait_for(lambda: _comm(pid) == program, what=f"{pid} to become {program}")
     return data["session_handle"], pid
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 async def test_stops_are_carried_out_and_logged_when_history_cannot_write(tmp_path: Path) -> None:

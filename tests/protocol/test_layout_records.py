@@ -80,3 +80,30 @@ def test_writing_a_record_never_follows_a_planted_link(tmp_path: Path) -> None:
     record.write(layout.record_file("abcdefg"))
     assert target.read_text() == "keep"
     assert sorted(p.name for p in layout.workers_dir.iterdir()) == ["abcdefg.json"]
+
+
+def test_publishing_writes_the_started_and_the_latest_record_and_leaves_nothing_else(tmp_path: Path) -> None:
+    layout = RuntimeLayout(tmp_path / "rt")
+    layout.create()
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    layout.record_file("abcdefg").symlink_to(victim)  # planted where the latest record goes
+    third = WorkerRecord(**_record(layout))  # type: ignore[arg-type]
+    third.publish(layout)
+    fourth = WorkerRecord(
+        **_record(  # type: ignore[arg-type]
+            layout,
+            incarnation=4,
+            pid=4321,
+            request_endpoint=layout.request_endpoint("abcdefg", 4),
+            event_endpoint=layout.event_endpoint("abcdefg", 4),
+        )
+    )
+    fourth.publish(layout)
+    assert victim.read_text() == "keep"
+    assert layout.read_record("abcdefg", 3) == third, "the third incarnation's started record stays"
+    assert layout.read_record("abcdefg", 4) == layout.read_record("abcdefg") == fourth
+    names = sorted(p.name for p in layout.workers_dir.iterdir())
+    assert names == sorted(
+        ["abcdefg.json", layout.started_file("abcdefg", 3).name, layout.started_file("abcdefg", 4).name]
+    )
