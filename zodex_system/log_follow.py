@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -111,6 +112,11 @@ def follow(
     """Emit the last ``lines`` lines of ``path``, then every new line, until ``stop_fd``
     becomes readable (tests) or the process is interrupted (Ctrl-C). ``missing_hint`` ends
     the error when the log's directory does not exist."""
+    if stop_fd is None:
+        # Ctrl-C (SIGINT) is how following ends, even for a follower started with SIGINT
+        # ignored (a background job of a script inherits that): Python would then raise no
+        # KeyboardInterrupt.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         notify = inotify.Inotify()
     except inotify.InotifyUnavailable as exc:

@@ -20,7 +20,7 @@ import sys
 import termios
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 ROWS = 50
 COLS = 200
@@ -56,6 +56,13 @@ class PosixTerminal:
 
 def _winsize(rows: int, cols: int) -> bytes:
     return struct.pack("HHHH", rows, cols, 0, 0)
+
+
+# A command starts with every signal at its default and none blocked, as a terminal starts
+# a login shell: Python ignores SIGPIPE and SIGXFSZ, and a gateway started from a background
+# job of a script, or by nohup, inherits SIGINT and SIGQUIT (or SIGHUP) ignored, which its
+# commands would inherit in turn: Ctrl-C and Ctrl-\ would then do nothing.
+DEFAULT_SIGNALS: Final = tuple(sorted(signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}))
 
 
 def spawn_terminal(argv: list[str], cwd: str, env: dict[str, str]) -> Terminal:
@@ -124,8 +131,8 @@ def _spawn_with_posix_spawn(argv: list[str], env: dict[str, str]) -> Terminal:
                 (os.POSIX_SPAWN_DUP2, 0, 1),
                 (os.POSIX_SPAWN_DUP2, 0, 2),
             ],
-            # Python ignores SIGPIPE and SIGXFSZ; commands expect the defaults.
-            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+            setsigdef=DEFAULT_SIGNALS,
+            setsigmask=(),
         )
     except BaseException:
         os.close(master)
@@ -147,9 +154,9 @@ def _spawn_with_forkpty(argv: list[str], cwd: str, env: dict[str, str]) -> Termi
         try:
             os.close(errors_r)
             fcntl.ioctl(0, termios.TIOCSWINSZ, winsize)
-            # Python ignores SIGPIPE and SIGXFSZ; commands expect the defaults.
-            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-            signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+            for sig in DEFAULT_SIGNALS:
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, ())
             os.chdir(cwd)
             os.execve(argv[0], argv, env)
         except BaseException as exc:
