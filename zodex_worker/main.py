@@ -111,10 +111,10 @@ def prepare() -> Prepared:
 
 
 async def run(
-    args: argparse.Namespace, prepared: Prepared, on_serving: Callable[[], None] | None = None
+    args: argparse.Namespace, prepared: Prepared, on_first_answer: Callable[[], None] | None = None
 ) -> int:
-    """Serve until told to stop; ``on_serving`` is called once the start is done, just before
-    the first request is read (the worker template's cue to fork its next spare)."""
+    """Serve until told to stop; ``on_first_answer`` is called once the first tool call has
+    been answered (the worker template's cue to fork its next spare, off this start's path)."""
     loop = asyncio.get_running_loop()
     layout = RuntimeLayout(args.runtime_dir)
     codec = WireCodec(read_key_file(layout.key_file))
@@ -163,7 +163,7 @@ async def run(
     service = WorkerService(
         config, reaper, publisher, on_idle_change=lambda: idle.update(service.table.running_count())
     )
-    server = WorkerServer(service, router, codec)
+    server = WorkerServer(service, router, codec, on_first_answer)
 
     watch_runtime_owner(layout.runtime_lock, loop, stop)
     idle.update(0)
@@ -173,8 +173,6 @@ async def run(
         loop.call_later(SPILL_SWEEP_SECONDS, sweep_spill)
 
     sweep_spill()
-    if on_serving is not None:
-        on_serving()
     serving = asyncio.create_task(server.serve())
     asked = asyncio.create_task(server.shutdown_requested.wait())
     stopped = asyncio.create_task(stop.wait())
@@ -236,13 +234,13 @@ def main(argv: list[str] | None = None) -> None:
 def start(
     args: argparse.Namespace,
     prepared: Prepared | None = None,
-    on_serving: Callable[[], None] | None = None,
+    on_first_answer: Callable[[], None] | None = None,
 ) -> NoReturn:
     """Serve as the worker ``args`` describe, then exit: in a process of its own, or in one
     the worker template forked (prepared ahead of need)."""
     prepared = prepared or prepare()
     with prepared.runner:
-        code = prepared.runner.run(run(args, prepared, on_serving))
+        code = prepared.runner.run(run(args, prepared, on_first_answer))
     sys.exit(code)
 
 

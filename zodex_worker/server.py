@@ -28,6 +28,9 @@ from zodex_worker.call_waits import CallWait, WaitCancelled
 from zodex_worker.person_input import person_handlers
 from zodex_worker.service import WorkerService
 
+# The model's calls (not a gateway's ping or a viewer's request).
+TOOL_TYPES = frozenset({messages.EXEC, messages.WRITE, messages.PATCH})
+
 log = logging.getLogger("zodex.worker")
 
 Handler = Callable[[dict[str, Any]], Awaitable[tuple[str, Any]]]
@@ -68,9 +71,17 @@ class EventPublisher:
 
 
 class WorkerServer:
-    def __init__(self, service: WorkerService, router: zmq.Socket[bytes], codec: WireCodec) -> None:
-        """``router`` is a plain socket: it is served on the loop through :class:`LoopSocket`."""
+    def __init__(
+        self,
+        service: WorkerService,
+        router: zmq.Socket[bytes],
+        codec: WireCodec,
+        on_first_answer: Callable[[], None] | None = None,
+    ) -> None:
+        """``router`` is a plain socket: it is served on the loop through :class:`LoopSocket`.
+        ``on_first_answer`` is called once the answer to the first tool call has been sent."""
         self.service = service
+        self._on_first_answer = on_first_answer
         self._router = router
         self._wire: LoopSocket | None = None
         self._codec = codec
@@ -144,6 +155,9 @@ class WorkerServer:
         finally:
             self._waits.pop(key, None)
         await self._send(identity, reply)
+        if self._on_first_answer is not None and request.type in TOOL_TYPES:
+            answered, self._on_first_answer = self._on_first_answer, None
+            answered()
 
     def _call_wait(self, identity: bytes, request: Envelope, body: dict[str, Any]) -> CallWait:
         every = body.get(messages.PROGRESS_KEY)

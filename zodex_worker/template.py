@@ -294,7 +294,7 @@ class Template:
             for fd in fds:
                 os.close(fd)
             become_environment(env)
-            worker_main.start(args, prepared, on_serving=channel.close)
+            worker_main.start(args, prepared, on_first_answer=channel.close)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BaseException:

@@ -89,14 +89,18 @@ async def run(client: WorkerClient, cmd: str, wd: str) -> dict[str, Any]:
 async def test_a_forked_worker_holds_what_a_new_process_holds_and_nothing_of_others(
     root: Path, supervisor: Supervisor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = await supervisor.worker_for(new_workdir(root, "a"))
-    second = await supervisor.worker_for(new_workdir(root, "b"))
+    dirs = [new_workdir(root, name) for name in "abc"]
+    first = await supervisor.worker_for(dirs[0])
+    second = await supervisor.worker_for(dirs[1])
     template_pid = template_of(supervisor).template_pid
     assert template_pid is not None
     assert parent_of(first.record.pid) == parent_of(second.record.pid) == template_pid
     monkeypatch.setenv("ZODEX_WORKER_TEMPLATE", "off")
-    started = await supervisor.worker_for(new_workdir(root, "c"))
+    started = await supervisor.worker_for(dirs[2])
     assert parent_of(started.record.pid) == os.getpid(), "off: a new process, the gateway's child"
+    # A forked worker holds its end of the spare's channel until its first answer.
+    for worker, workdir in zip((first, second, started), dirs, strict=True):
+        assert (await run(worker, "true", workdir))["exit_code"] == 0
 
     # A worker's last descriptors settle just after READY: stdout to /dev/null, the lock the
     # owner watch opens, the gateway's connections accepted (their order, so their numbers,
@@ -227,10 +231,11 @@ def spares_of(template_pid: int, workers: set[int]) -> list[int]:
     return [c.pid for c in children if c.pid not in workers and c.status() != psutil.STATUS_ZOMBIE]
 
 
-async def test_the_next_worker_is_the_spare_forked_once_the_last_one_serves(
+async def test_the_next_worker_is_the_spare_forked_once_the_last_one_answered(
     root: Path, supervisor: Supervisor
 ) -> None:
-    first = await supervisor.worker_for(new_workdir(root, "a"))
+    first_dir = new_workdir(root, "a")
+    first = await supervisor.worker_for(first_dir)
     template_pid = template_of(supervisor).template_pid
     assert template_pid is not None
     spares: list[int] = []
@@ -239,7 +244,9 @@ async def test_the_next_worker_is_the_spare_forked_once_the_last_one_serves(
         spares[:] = spares_of(template_pid, set(supervisor._children))
         return len(spares) == 1
 
-    await wait_for(one_spare, what="the spare forked once the first worker serves")
+    assert not spares_of(template_pid, {first.record.pid}), "none forked on this worker's start path"
+    assert (await run(first, "true", first_dir))["exit_code"] == 0
+    await wait_for(one_spare, what="the spare forked once the first worker answered")
     second_dir = new_workdir(root, "b")
     second = await supervisor.worker_for(second_dir)
     assert second.record.pid == spares[0], "the request took the spare forked ahead of it"
@@ -251,7 +258,9 @@ async def test_the_next_worker_is_the_spare_forked_once_the_last_one_serves(
 async def test_a_spare_that_dies_unasked_is_nobodys_worker_and_the_next_request_forks(
     root: Path, supervisor: Supervisor
 ) -> None:
-    await supervisor.worker_for(new_workdir(root, "a"))
+    first_dir = new_workdir(root, "a")
+    first = await supervisor.worker_for(first_dir)
+    assert (await run(first, "true", first_dir))["exit_code"] == 0
     template_pid = template_of(supervisor).template_pid
     assert template_pid is not None
     spares: list[int] = []
@@ -273,7 +282,9 @@ async def test_a_spare_that_dies_unasked_is_nobodys_worker_and_the_next_request_
 
 
 async def test_the_spare_leaves_with_its_template(root: Path, supervisor: Supervisor) -> None:
-    await supervisor.worker_for(new_workdir(root, "a"))
+    first_dir = new_workdir(root, "a")
+    first = await supervisor.worker_for(first_dir)
+    assert (await run(first, "true", first_dir))["exit_code"] == 0
     launcher = template_of(supervisor)
     template_pid = launcher.template_pid
     assert template_pid is not None
