@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.support.gateway import GATEWAY, Mcp, gateway_env, pid_alive, wait_for
+from tests.support.gateway import GATEWAY, Mcp, comm, gateway_env, pid_alive, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,13 +51,6 @@ def signal_masks(status: str) -> dict[str, int]:
         for line in status.splitlines()
         if line.startswith(("SigIgn:", "SigBlk:"))
     }
-
-
-def comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
 
 
 async def test_a_command_ignores_and_blocks_nothing_its_gateway_inherited(tmp_path: Path) -> None:

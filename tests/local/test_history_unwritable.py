@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.gateway import Mcp, pid_alive, wait_for
+from tests.support.gateway import Mcp, comm, pid_alive, wait_for
 from tests.support.local import LocalEnv, connected, local_env
 from tests.support.slowdown import scaled
 from zodex_gateway.history import HistoryStore
@@ -82,15 +82,8 @@ async def started(mcp: Mcp, workdir: Path, cmd: str) -> tuple[str, int]:
     # Until the shell has exec'd the command a stop may reach the shell instead, which
     # ignores Ctrl-\ (bash always ignores SIGQUIT) and then runs the command regardless.
     program = cmd.split()[1]
-    await wait_for(lambda: _comm(pid) == program, what=f"{pid} to become {program}")
+    await wait_for(lambda: comm(pid) == program, what=f"{pid} to become {program}")
     return data["session_handle"], pid
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
 
 
 async def test_stops_are_carried_out_and_logged_when_history_cannot_write(tmp_path: Path) -> None:

@@ -210,6 +210,14 @@ async def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: s
         delay = min(delay * 2, 0.1)
 
 
+def comm(pid: int) -> str:
+    """The name a process runs under (``/proc/<pid>/comm``); empty once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def pid_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:

@@ -231,6 +231,29 @@ def spares_of(template_pid: int, workers: set[int]) -> list[int]:
     return [c.pid for c in children if c.pid not in workers and c.status() != psutil.STATUS_ZOMBIE]
 
 
+async def the_spare(supervisor: Supervisor, template_pid: int, what: str = "the spare") -> int:
+    """The pid of the template's one spare, once there is one."""
+    spares: list[int] = []
+
+    def one_spare() -> bool:
+        spares[:] = spares_of(template_pid, set(supervisor._children))
+        return len(spares) == 1
+
+    await wait_for(one_spare, what=what)
+    return spares[0]
+
+
+async def a_worker_that_answered(root: Path, supervisor: Supervisor) -> tuple[WorkerClient, int]:
+    """A worker that has answered a tool call (so the template has forked its next spare)
+    and the template's pid."""
+    workdir = new_workdir(root, "a")
+    worker = await supervisor.worker_for(workdir)
+    assert (await run(worker, "true", workdir))["exit_code"] == 0
+    template_pid = template_of(supervisor).template_pid
+    assert template_pid is not None
+    return worker, template_pid
+
+
 async def test_the_next_worker_is_the_spare_forked_once_the_last_one_answered(
     root: Path, supervisor: Supervisor
 ) -> None:
@@ -238,39 +261,21 @@ async def test_the_next_worker_is_the_spare_forked_once_the_last_one_answered(
     first = await supervisor.worker_for(first_dir)
     template_pid = template_of(supervisor).template_pid
     assert template_pid is not None
-    spares: list[int] = []
-
-    def one_spare() -> bool:
-        spares[:] = spares_of(template_pid, set(supervisor._children))
-        return len(spares) == 1
-
     assert not spares_of(template_pid, {first.record.pid}), "none forked on this worker's start path"
     assert (await run(first, "true", first_dir))["exit_code"] == 0
-    await wait_for(one_spare, what="the spare forked once the first worker answered")
+    spare = await the_spare(supervisor, template_pid, "the spare forked once the first worker answered")
     second_dir = new_workdir(root, "b")
     second = await supervisor.worker_for(second_dir)
-    assert second.record.pid == spares[0], "the request took the spare forked ahead of it"
+    assert second.record.pid == spare, "the request took the spare forked ahead of it"
     assert (await run(second, "pwd", second_dir))["output"].strip() == second_dir
-    await wait_for(one_spare, what="the next spare")
-    assert spares[0] not in (first.record.pid, second.record.pid)
+    assert await the_spare(supervisor, template_pid, "the next spare") not in (first.record.pid, spare)
 
 
 async def test_a_spare_that_dies_unasked_is_nobodys_worker_and_the_next_request_forks(
     root: Path, supervisor: Supervisor
 ) -> None:
-    first_dir = new_workdir(root, "a")
-    first = await supervisor.worker_for(first_dir)
-    assert (await run(first, "true", first_dir))["exit_code"] == 0
-    template_pid = template_of(supervisor).template_pid
-    assert template_pid is not None
-    spares: list[int] = []
-
-    def one_spare() -> bool:
-        spares[:] = spares_of(template_pid, set(supervisor._children))
-        return len(spares) == 1
-
-    await wait_for(one_spare, what="the spare")
-    killed = psutil.Process(spares[0])
+    _first, template_pid = await a_worker_that_answered(root, supervisor)
+    killed = psutil.Process(await the_spare(supervisor, template_pid))
     killed.kill()
     killed.wait(timeout=10)
     await wait_for(lambda: not spares_of(template_pid, set(supervisor._children)), what="it to be reaped")
@@ -282,20 +287,9 @@ async def test_a_spare_that_dies_unasked_is_nobodys_worker_and_the_next_request_
 
 
 async def test_the_spare_leaves_with_its_template(root: Path, supervisor: Supervisor) -> None:
-    first_dir = new_workdir(root, "a")
-    first = await supervisor.worker_for(first_dir)
-    assert (await run(first, "true", first_dir))["exit_code"] == 0
+    _first, template_pid = await a_worker_that_answered(root, supervisor)
     launcher = template_of(supervisor)
-    template_pid = launcher.template_pid
-    assert template_pid is not None
-    spares: list[int] = []
-
-    def one_spare() -> bool:
-        spares[:] = spares_of(template_pid, set(supervisor._children))
-        return len(spares) == 1
-
-    await wait_for(one_spare, what="the spare")
-    spare = psutil.Process(spares[0])
+    spare = psutil.Process(await the_spare(supervisor, template_pid))
     os.kill(template_pid, signal.SIGKILL)
     await wait_for(lambda: launcher.template_pid is None, what="the gateway to see its template die")
     await wait_for(lambda: not pid_alive(spare.pid), what="the spare to end once its template's end closed")
