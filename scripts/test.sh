@@ -22,19 +22,21 @@ if [ $# -gt 0 ]; then
     exec .venv/bin/pytest -q "$@"
 fi
 .venv/bin/pytest -q -m "not e2e"
-# The end-to-end tier in two streams side by side, tests/integration and the rest: its tests
-# mostly wait on processes they started (one stream keeps two cores about half busy), every
-# test makes its own directories, accounts and namespaces, and each must pass on a loaded
-# machine anyway. The second stream's output follows the first's.
+# The end-to-end tier in two streams side by side, of about equal length: tests/integration,
+# outside_clients and deploy; and the rest (local, sprite, fleet). Its tests mostly wait on
+# processes they started (one stream keeps two cores about half busy), every test makes its
+# own directories, accounts and namespaces, and each must pass on a loaded machine anyway.
+# The second stream's output follows the first's.
+first=(tests/integration tests/outside_clients tests/deploy)
 rest_log=$(mktemp)
-.venv/bin/pytest -q -m e2e --ignore=tests/integration >"$rest_log" 2>&1 &
+.venv/bin/pytest -q -m e2e "${first[@]/#/--ignore=}" >"$rest_log" 2>&1 &
 rest=$!
 trap 'kill "$rest" 2>/dev/null || true; rm -f "$rest_log"' EXIT
 status=0
-.venv/bin/pytest -q -m e2e tests/integration || status=$?
+.venv/bin/pytest -q -m e2e "${first[@]}" || status=$?
 rest_status=0
 wait "$rest" || rest_status=$?
-echo "--- the end-to-end tier outside tests/integration, run beside it:"
+echo "--- the rest of the end-to-end tier (local, sprite, fleet), run beside it:"
 cat "$rest_log"
 [ "$status" -eq 0 ] || exit "$status"
 exit "$rest_status"
