@@ -107,15 +107,14 @@ def become_environment(env: dict[str, str]) -> None:
 
 class Spare:
     """A child forked ahead of need and prepared as far as a worker can be without its
-    request — CPython's after-fork work, the hand-over, its log and event loop — waiting on
-    a socket pair of its own for the request. The next request takes it; once that worker
-    is serving it closes its end, and the template forks the next spare then, so that the
-    fork does not compete with the start it would speed up."""
+    request — CPython's after-fork work, the hand-over, its log, event loop and sockets —
+    waiting on a socket pair of its own for the request. The next request takes it; once
+    that worker has answered its first tool call it closes its end, and the template forks
+    the next spare then, so that the fork does not compete with the call it would speed up."""
 
     def __init__(self, pid: int, channel: socket.socket) -> None:
         self.pid = pid
         self.channel = channel  # the template's end
-        self.assigned = False
 
 
 def _closed(channel: socket.socket) -> bool:
@@ -173,14 +172,13 @@ class Template:
         if not data and not fds:
             return False
         try:
-            try:
-                parse_request(data, fds)
-            except BadRequest as exc:
-                for fd in fds:  # before the answer: the gateway may count them when it comes
-                    os.close(fd)
-                fds = []
-                self.send({"error": str(exc)})
-                return True
+            parse_request(data, fds)  # the spare parses it again: a Namespace cannot cross
+        except BadRequest as exc:
+            for fd in fds:  # before the answer: the gateway may count them when it comes
+                os.close(fd)
+            self.send({"error": str(exc)})
+            return True
+        try:
             self.fork_worker(data, fds)
         finally:
             for fd in fds:
@@ -216,7 +214,6 @@ class Template:
                 self._drop(spare)
                 spare = None
                 continue
-            spare.assigned = True
             self._starting[spare.channel.fileno()] = spare
             return spare
         raise OSError("a newly forked spare did not take its request")
@@ -240,16 +237,16 @@ class Template:
     def spare_closed(self, fd: int) -> None:
         """A spare's end closed: a worker that is serving now (or died starting), after which
         the next spare is forked; or the unasked spare, gone."""
-        spare = self._starting.get(fd) or self.spare
-        if spare is None or spare.channel.fileno() != fd or not _closed(spare.channel):
+        starting = self._starting.get(fd)
+        unasked = self.spare if self.spare is not None and self.spare.channel.fileno() == fd else None
+        spare = starting or unasked
+        if spare is None or not _closed(spare.channel):
             return  # an event for a number closed and reused earlier in the same poll
-        spare = self._starting.pop(fd, None)
-        if spare is None:
-            if self.spare is not None and self.spare.channel.fileno() == fd:
-                self._drop(self.spare)
-                self.spare = None
-            return
         self._drop(spare)
+        if starting is None:
+            self.spare = None
+            return
+        del self._starting[fd]
         if self.spare is None and threading.active_count() == 1:
             with contextlib.suppress(OSError):  # no spare: the next request forks
                 self.spare = self.fork_spare()
