@@ -29,7 +29,9 @@ Prints each figure next to its floor and the ratio, so results compare across ma
   them (3 after each), and the PSS
   (``/proc/<pid>/smaps_rollup``, summed over the workers and the worker template) of each
   further idle workdir with 1, 10, 50 and 100 workdirs; both with workers forked from the
-  template against workers started as new processes (``ZODEX_WORKER_TEMPLATE=off``);
+  template against workers started as new processes (``ZODEX_WORKER_TEMPLATE=off``); and
+  as root on a kernel with KSM, the same at 100 workdirs once KSM has scanned them three
+  times (it is turned on for that, scanning 10,000 pages a round, and put back as it was);
 - 500 live idle workdirs on one gateway (50 with ``--quick``, ``scripts/bench_density.py``):
   the Pss of gateway, template and workers against 4 GiB, and a trivial call's p99 among
   them against a lone gateway's with one workdir, in alternating blocks;
@@ -71,7 +73,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -1151,6 +1153,51 @@ def runtime_pss_kib(gateway: psutil.Process, root: Path, workdirs: list[Path]) -
     return sum(pss_kib(pid) for pid in [*templates, *(worker_pid(root, d) for d in workdirs)])
 
 
+def many_workdirs_env(root: Path, workdirs: int) -> dict[str, str]:
+    """The environment of a stdio gateway kept under ``root`` that forks its workers from its
+    template and keeps ``workdirs`` of them idle (its idle cap raised above that)."""
+    (root / "run").mkdir(mode=0o700)
+    env = {
+        **os.environ,
+        "XDG_STATE_HOME": str(root / "state"),
+        "XDG_RUNTIME_DIR": str(root / "run"),
+        "ZODEX_LIMITS": json.dumps({"max_idle_workers": workdirs + 8}),
+    }
+    env.pop("ZODEX_WORKER_TEMPLATE", None)
+    return env
+
+
+KSM = Path("/sys/kernel/mm/ksm")
+
+
+@contextlib.contextmanager
+def ksm_running(pages_to_scan: int = 10_000) -> Iterator[str | None]:
+    """KSM running for the block, scanning fast, then as it was; or why it cannot be (and
+    nothing changed): not root, or a kernel without KSM."""
+    if os.geteuid() != 0:
+        yield "KSM needs root"
+        return
+    if not (KSM / "run").exists():
+        yield "this kernel has no KSM"
+        return
+    saved = {name: (KSM / name).read_text() for name in ("pages_to_scan", "run")}
+    try:
+        (KSM / "pages_to_scan").write_text(str(pages_to_scan))
+        (KSM / "run").write_text("1")
+        yield None
+    finally:
+        for name, value in saved.items():
+            (KSM / name).write_text(value)
+
+
+async def ksm_scanned(rounds: int = 3) -> None:
+    """Until KSM has scanned every marked page ``rounds`` more times (a page is merged on
+    the second scan that finds it unchanged). The kernel offers nothing to wait on."""
+    start = int((KSM / "full_scans").read_text())
+    while int((KSM / "full_scans").read_text()) < start + rounds:
+        await asyncio.sleep(0.2)
+
+
 async def worker_start_rows(quick: bool) -> list[Row]:
     """The first call in a fresh workdir and the memory of each further idle workdir, with
     workers forked from the template against workers started as new processes
@@ -1178,6 +1225,7 @@ async def _worker_start_rows(root: Path, quick: bool) -> list[Row]:
     firsts: dict[str, list[float]] = {"on": [], "off": []}
     warm: dict[str, list[float]] = {}
     pss: dict[str, dict[int, int]] = {"on": {}, "off": {}}
+    merged: tuple[int, int] | str  # the on gateway's 1 and all idle workdirs with KSM, or why not
     async with contextlib.AsyncExitStack() as stack:
         benches: dict[str, tuple[Bench, psutil.Process, Path]] = {}
         for mode in ("on", "off"):
@@ -1217,6 +1265,16 @@ async def _worker_start_rows(root: Path, quick: bool) -> list[Row]:
                     idle[-1].mkdir()
                     await bench.exec("true", idle[-1])
                 pss[mode][count] = runtime_pss_kib(gateway, root, idle)
+            if mode == "on":
+                with ksm_running() as why_not:
+                    if why_not is None:
+                        await ksm_scanned()
+                        merged = (
+                            runtime_pss_kib(gateway, root, idle[:1]),
+                            runtime_pss_kib(gateway, root, idle),
+                        )
+                    else:
+                        merged = why_not
     on50, off50 = percentile(firsts["on"], 50), percentile(firsts["off"], 50)
     warm50 = percentile(warm["on"], 50)
     rows: list[Row] = [
@@ -1244,6 +1302,24 @@ async def _worker_start_rows(root: Path, quick: bool) -> list[Row]:
                 f"{per['off']:.1f} MB new process",
                 f"{per['on'] / per['off']:.2f}x",
                 f"≤ 5 MB (total {pss['on'][count] / 1024:.0f} vs {pss['off'][count] / 1024:.0f} MB)",
+            )
+        )
+    last = counts[-1]
+    if isinstance(merged, str):
+        rows.append(
+            (f"PSS per further idle workdir, {last} workdirs, KSM running", "skipped", merged, "", "")
+        )
+    else:
+        # Both sums at the same moment: the first workdir's share is already the smaller one.
+        per_merged = (merged[1] - merged[0]) / (last - 1) / 1024
+        per_off = (pss["off"][last] - pss["off"][1]) / (last - 1) / 1024
+        rows.append(
+            (
+                f"PSS per further idle workdir, {last} workdirs, KSM running",
+                f"{per_merged:.1f} MB",
+                f"{per_off:.1f} MB new process",
+                f"{per_merged / per_off:.2f}x",
+                f"≤ 5 MB (total {merged[1] / 1024:.0f} MB; without KSM {pss['on'][last] / 1024:.0f} MB)",
             )
         )
     return rows

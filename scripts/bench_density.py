@@ -13,7 +13,9 @@ workdirs, each with one call done. Reported:
 - the first call in a fresh workdir p50 while the first 10 and the last 10 are added;
 - a trivial call's p99 in one workdir of the crowded gateway against the lone gateway's, in
   alternating blocks, so both meet the same machine (``scripts/bench.py`` runs this in its
-  worker section).
+  worker section);
+- as root on a kernel with KSM, the Pss sum and the p99s again once KSM has scanned the
+  workers three times (``bench.ksm_running``: turned on for that, then put back).
 
 The crowded gateway's idle cap (``worker.max-idle``) is raised above ``--live`` through
 ``ZODEX_LIMITS``, so none is retired. Nothing here asserts; targets are printed beside the
@@ -26,14 +28,24 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import psutil
-from bench import GATEWAY, Bench, Row, percentile, pss_kib, runtime_pss_kib, settle
+from bench import (
+    GATEWAY,
+    Bench,
+    Row,
+    ksm_running,
+    ksm_scanned,
+    many_workdirs_env,
+    percentile,
+    pss_kib,
+    runtime_pss_kib,
+    settle,
+)
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -82,14 +94,7 @@ async def density_rows(live: int, samples: int) -> list[Row]:
 
 
 async def _density_rows(root: Path, live: int, samples: int) -> list[Row]:
-    (root / "run").mkdir(mode=0o700)
-    base = {
-        **os.environ,
-        "XDG_STATE_HOME": str(root / "state"),
-        "XDG_RUNTIME_DIR": str(root / "run"),
-        "ZODEX_LIMITS": json.dumps({"max_idle_workers": live + 8}),
-    }
-    base.pop("ZODEX_WORKER_TEMPLATE", None)
+    base = many_workdirs_env(root, live)
     async with contextlib.AsyncExitStack() as stack:
         benches: dict[str, Bench] = {}
         for name in ("one", "many"):
@@ -118,15 +123,19 @@ async def _density_rows(root: Path, live: int, samples: int) -> list[Row]:
         settle()
         await asyncio.sleep(1.0)  # the last workers' start-up work is done: they are idle
         total_kib = host_pss_kib(crowd_gateway, root, workdirs)
-        times: dict[str, list[float]] = {"one": [], "many": []}
-        while len(times["many"]) < samples:  # alternating blocks: both meet the same machine
-            times["one"] += await lone.trivial(BLOCK, root / "one")
-            times["many"] += await crowd.trivial(BLOCK, workdirs[0])
+        times = await alternating_trivial(lone, root / "one", crowd, workdirs[0], samples)
+        with ksm_running() as why_not:
+            if why_not is None:
+                await ksm_scanned()
+                merged_kib = host_pss_kib(crowd_gateway, root, workdirs)
+                # At the same moment: the first workdir's share is already the smaller one.
+                merged_alone_kib = host_pss_kib(crowd_gateway, root, workdirs[:1])
+                merged_times = await alternating_trivial(lone, root / "one", crowd, workdirs[0], samples)
     per_mb = (total_kib - alone_kib) / (live - 1) / 1024
     one99, many99 = percentile(times["one"], 99), percentile(times["many"], 99)
     one50, many50 = percentile(times["one"], 50), percentile(times["many"], 50)
     first_early, first_late = percentile(firsts[:10], 50), percentile(firsts[-10:], 50)
-    return [
+    rows: list[Row] = [
         (
             f"{live} live idle workdirs, Pss of gateway + template + workers",
             f"{total_kib / 1024:,.0f} MB",
@@ -163,6 +172,38 @@ async def _density_rows(root: Path, live: int, samples: int) -> list[Row]:
             "",
         ),
     ]
+    if why_not is not None:
+        return [*rows, (f"{live} live idle workdirs, KSM running", "skipped", why_not, "", "")]
+    merged_per_mb = (merged_kib - merged_alone_kib) / (live - 1) / 1024
+    merged_one99, merged_many99 = percentile(merged_times["one"], 99), percentile(merged_times["many"], 99)
+    return [
+        *rows,
+        (
+            f"{live} live idle workdirs, KSM running: Pss of gateway + template + workers",
+            f"{merged_kib / 1024:,.0f} MB",
+            f"{MEMORY_TARGET_KIB / 1024:,.0f} MB",
+            f"{merged_kib / MEMORY_TARGET_KIB:.2f}x",
+            f"≤ 1x; {merged_per_mb:.1f} MB per further workdir (≤ 5 MB)",
+        ),
+        (
+            f"trivial exec p99 among {live} live workdirs / with one, KSM running",
+            f"{merged_many99 * 1000:.2f} ms",
+            f"{merged_one99 * 1000:.2f} ms",
+            f"{merged_many99 / merged_one99:.2f}x",
+            "≤ 2x",
+        ),
+    ]
+
+
+async def alternating_trivial(
+    lone: Bench, lone_dir: Path, crowd: Bench, crowd_dir: Path, samples: int
+) -> dict[str, list[float]]:
+    """Trivial call times in both gateways, in alternating blocks: both meet the same machine."""
+    times: dict[str, list[float]] = {"one": [], "many": []}
+    while len(times["many"]) < samples:
+        times["one"] += await lone.trivial(BLOCK, lone_dir)
+        times["many"] += await crowd.trivial(BLOCK, crowd_dir)
+    return times
 
 
 def print_rows(rows: list[Row]) -> None:

@@ -5,8 +5,10 @@ with the template and once with ``ZODEX_WORKER_TEMPLATE=off``, interleaved in on
 
 Each round: 20 warm trivial calls (``true``) in one workdir (the floor), then the first
 call in each of ``--fresh`` new workdirs, then the PSS summed over every process of the
-agent account (workers, and the template) with 1 and then ``--idle`` workdirs open.
-Figures are printed as ratios against the warm call of the same service.
+agent account (workers, and the template) with 1 and then ``--idle`` workdirs open, and,
+with the template on a kernel with KSM, that sum again once KSM has scanned it three times
+(``scripts/bench.py``'s ``ksm_running``: turned on for that, then put back). Figures are
+printed as ratios against the warm call of the same service.
 
     sudo .venv/bin/python -m scripts.bench_sprite --fresh 10 --idle 10
 """
@@ -22,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scripts.bench import ksm_running, ksm_scanned
 from tests.sprite.serve.sprite_support import Sprite, sprite_setup
 from tests.support.accounts import processes_of
 from tests.support.waiting import wait_until
@@ -42,7 +45,7 @@ def new_workdir(sprite: Sprite, name: str) -> str:
     return str(path)
 
 
-async def measure(sprite: Sprite, fresh: int, idle: int) -> dict[str, Any]:
+async def measure(sprite: Sprite, fresh: int, idle: int, merge: bool) -> dict[str, Any]:
     async with sprite.mcp() as mcp:
 
         async def call(workdir: str) -> float:
@@ -61,6 +64,18 @@ async def measure(sprite: Sprite, fresh: int, idle: int) -> dict[str, Any]:
         for i in range(idle - 1):
             await call(new_workdir(sprite, f"idle{i}"))
         many = sum(pss_kib(pid) for pid in processes_of(sprite.agent.uid))
+        merged: dict[str, Any] = {}
+        if merge:
+            with ksm_running() as why_not:
+                if why_not is None:
+                    await ksm_scanned()
+                    merged_kib = sum(pss_kib(pid) for pid in processes_of(sprite.agent.uid))
+                    merged = {
+                        "ksm_pss_kib": merged_kib,
+                        "ksm_pss_kib_per_workdir": round(merged_kib / (base_count + idle - 1)),
+                    }
+                else:
+                    merged = {"ksm": why_not}
     warm_p50 = statistics.median(warm)
     first_p50 = statistics.median(first)
     return {
@@ -70,6 +85,7 @@ async def measure(sprite: Sprite, fresh: int, idle: int) -> dict[str, Any]:
         "first_over_warm": round(first_p50 / warm_p50, 1),
         "pss_kib_with_workdirs": {base_count: one, base_count + idle - 1: many},
         "pss_kib_per_extra_workdir": round((many - one) / max(idle - 1, 1)),
+        **merged,
     }
 
 
@@ -78,7 +94,7 @@ def run(template: bool, fresh: int, idle: int) -> dict[str, Any]:
         sprite.start(() if template else ("/usr/bin/env", "ZODEX_WORKER_TEMPLATE=off"))
         if template:
             wait_until(lambda: "worker template ready" in sprite.log_file.read_text(), what="the template")
-        return asyncio.run(measure(sprite, fresh, idle))
+        return asyncio.run(measure(sprite, fresh, idle, merge=template))
 
 
 def main() -> None:

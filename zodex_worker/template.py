@@ -44,7 +44,7 @@ import threading
 import traceback
 from typing import Any, Final, NoReturn
 
-from zodex_system import proctree
+from zodex_system import page_merging, proctree
 from zodex_system.terminal_text import TerminalCleaner
 
 # What a worker runs, imported here once so that every worker shares it.
@@ -147,9 +147,17 @@ class Template:
         warm_up()
         gc.collect()
         gc.freeze()
+        # Its workers' copies of these pages are often alike: KSM, where it runs, keeps them once.
+        page_merging.mark_mergeable()
         self.send({"ready": os.getpid()})
         self._poller.register(self.channel.fileno(), select.POLLIN)
         self._poller.register(self._wake_read, select.POLLIN)
+        try:
+            return self._serve_until_the_gateway_goes()
+        except ConnectionError:  # its end closed while it was being told something
+            return 0
+
+    def _serve_until_the_gateway_goes(self) -> int:
         while True:
             for fd, _events in self._poller.poll():
                 if fd == self._wake_read:

@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from tests.support.gateway import pid_alive, wait_for
+from tests.support.memory import mergeable_mappings
 from tests.support.supervisors import supervising
 from zodex_gateway.workers.restart_policy import RestartPolicy
 from zodex_gateway.workers.runtime import Runtime
@@ -135,6 +136,24 @@ async def test_a_forked_worker_has_the_environment_the_launcher_gives_now(
     now = (await run(second, "env", second_dir))["output"]
     assert "ZX_PROBE=when-the-template-started" in then and "ZX_SECRET_OF_THEN=s3cret" in then
     assert "ZX_PROBE=now" in now and "ZX_SECRET_OF_THEN" not in now and "when-the-template" not in now
+
+
+@pytest.mark.skipif(not Path("/sys/kernel/mm/ksm").exists(), reason="this kernel has no KSM")
+async def test_a_forked_worker_s_heaps_are_mergeable_and_the_commands_it_runs_are_not(
+    root: Path, supervisor: Supervisor
+) -> None:
+    workdir = new_workdir(root, "a")
+    worker = await supervisor.worker_for(workdir)
+    template_pid = template_of(supervisor).template_pid
+    assert template_pid is not None and parent_of(worker.record.pid) == template_pid
+    for pid in (template_pid, worker.record.pid):
+        marked = mergeable_mappings(Path(f"/proc/{pid}/smaps").read_text())
+        assert {"[heap]", "[anon]"} <= marked and "[stack]" not in marked, marked
+        # The interpreter's own data: in libpython, or in the python binary linked without it.
+        assert any(Path(name).name.startswith(("libpython", "python3")) for name in marked), marked
+    # execve drops the marks with the mappings: nothing of a command is mergeable.
+    counted = await run(worker, "grep -c '^VmFlags:.* mg' /proc/self/smaps; echo status $?", workdir)
+    assert counted["output"] == "0\nstatus 1\n"
 
 
 async def test_a_crashed_template_starts_again_until_its_policy_gives_up(
