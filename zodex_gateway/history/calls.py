@@ -15,13 +15,14 @@ from zodex_gateway.history.schema import INVOCATION_OVERHEAD, ROW_OVERHEAD
 _ID_ATTEMPTS: Final = 64  # ids rarely collide; a pathological clock should fail, not spin
 
 
-def insert(conn: sqlite3.Connection, now: float, call: CallStart) -> tuple[str, int]:
-    """The new pending call's id, and its row's size."""
+def insert(conn: sqlite3.Connection, now: float, call: CallStart, *, seen: bool = True) -> tuple[str, int]:
+    """The new pending call's id, and its row's size. ``seen``: the call moves its agent's
+    ``last_seen`` (the store does that at most once a second per agent)."""
     agent_id, tool_name, args = call["agent_id"], call["tool_name"], call["args"]
     declared_workdir, real_workdir = call["declared_workdir"], call["real_workdir"]
     session_handle = call.get("session_handle")
     by_person = bool(call.get("by_person", False))
-    if agent_id is not None:
+    if agent_id is not None and seen:
         # A call is the agent being seen: callers need not write agent_for() every time.
         conn.execute("UPDATE agents SET last_seen = MAX(last_seen, ?) WHERE agent_id = ?", (now, agent_id))
     args_json, args_size = dump_json(args)

@@ -46,6 +46,12 @@ DEFAULT_BUSY_TIMEOUT_S: Final = 5.0
 # takes a few ms, and calls being recorded wait for the write lock meanwhile.
 RETENTION_BATCH: Final = 64
 _BEGIN_FAILURE: Final = "history cannot record this call (disk full?): {error}; nothing was run"
+# An agent's last_seen is written at most this often by one store: each write is a
+# statement and a page of the WAL in the pending write before the call runs.
+LAST_SEEN_EVERY_S: Final = 1.0
+# The agents whose last write is remembered; past that the memory starts afresh (each then
+# writes once more).
+_SEEN_REMEMBERED: Final = 1024
 
 
 class HistoryStore:
@@ -70,6 +76,7 @@ class HistoryStore:
         command (:mod:`.output_cap`). Raises :class:`HistoryUnavailable`.
         """
         self._clock = clock
+        self._seen_written: dict[str, float] = {}  # agent id → the last_seen this store wrote
         self._reserve = SpaceReserve(directory / RESERVE_NAME)
         self._counted = counted_files(directory)
         self._output_cap = output_cap_bytes
@@ -147,7 +154,20 @@ class HistoryStore:
         Concurrent first calls, from this process or another, agree on one agent."""
         now = self._clock()
         with self._db.write("history cannot record the calling agent: {error}") as conn:
-            return agent_rows.get_or_create(conn, identity_key, now)
+            record = agent_rows.get_or_create(conn, identity_key, now)
+        self._wrote_last_seen(record.agent_id, now)
+        return record
+
+    def _sees(self, agent_id: str, now: float) -> bool:
+        """Whether a call at ``now`` writes its agent's ``last_seen``: not within a second
+        after this store last did (a clock set back writes at once)."""
+        last = self._seen_written.get(agent_id)
+        return last is None or not 0 <= now - last < LAST_SEEN_EVERY_S
+
+    def _wrote_last_seen(self, agent_id: str, now: float) -> None:
+        if len(self._seen_written) >= _SEEN_REMEMBERED and agent_id not in self._seen_written:
+            self._seen_written.clear()
+        self._seen_written[agent_id] = now
 
     def agent(self, agent_id: str) -> AgentRecord | None:
         with self._db.read() as conn:
@@ -174,7 +194,11 @@ class HistoryStore:
         ``by_person`` marks a person's input from a viewer.
         Raises HistoryUnavailable, and then the call must not run."""
         now = self._clock()
-        invocation, size = self._db.run(_BEGIN_FAILURE, lambda conn: calls.insert(conn, now, call))
+        agent_id = call["agent_id"]
+        seen = agent_id is not None and self._sees(agent_id, now)
+        invocation, size = self._db.run(_BEGIN_FAILURE, lambda conn: calls.insert(conn, now, call, seen=seen))
+        if seen and agent_id is not None:
+            self._wrote_last_seen(agent_id, now)
         self._limit.wrote(written_at_most(size))
         self._reserve.ensure()  # made again once a full disk has room
         return invocation

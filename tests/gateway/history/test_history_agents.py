@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gateway.history.history_support import Clock, count_rows
+from tests.gateway.history.history_support import Clock, count_rows, exec_call
 from zodex_gateway.history import DB_NAME, HistoryStore
 
 AGENT_ID = re.compile(r"^[a-z0-9]{4}$")
@@ -42,6 +42,26 @@ def test_last_seen_moves_first_seen_stays(store: HistoryStore, clock: Clock) -> 
     assert (again.first_seen, again.last_seen) == (created.first_seen, created.first_seen + 30)
     assert store.agent(created.agent_id) == again
     assert store.agent("zzzz") is None
+
+
+def test_a_call_moves_last_seen_at_most_once_a_second(store: HistoryStore, clock: Clock) -> None:
+    agent = store.agent_for("conversation")
+    clock.advance(0.5)
+    exec_call(store, agent_id=agent.agent_id)
+    assert store.agent(agent.agent_id) == agent, "within a second of the last write: not written"
+    clock.advance(0.5)
+    exec_call(store, agent_id=agent.agent_id)
+    moved = store.agent(agent.agent_id)
+    assert moved is not None and moved.last_seen == agent.first_seen + 1.0
+    clock.advance(0.9)
+    exec_call(store, agent_id=agent.agent_id)
+    assert store.agent(agent.agent_id) == moved
+    clock.advance(-60)  # a clock set back: the next call writes at once, never backwards
+    exec_call(store, agent_id=agent.agent_id)
+    clock.advance(61.5)
+    exec_call(store, agent_id=agent.agent_id)
+    last = store.agent(agent.agent_id)
+    assert last is not None and last.last_seen == clock.now
 
 
 def test_twelve_concurrent_first_calls_from_two_processes_make_one_agent(history_dir: Path) -> None:
