@@ -224,6 +224,59 @@ def test_the_template_answers_a_malformed_request_with_an_error_and_goes_on() ->
         assert proc.wait(timeout=30) == 0
 
 
+def test_a_template_whose_gateway_stopped_reading_ends_quietly_when_a_worker_exits(tmp_path: Path) -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zodex_worker.template", "--channel", str(theirs.fileno())],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        pass_fds=[theirs.fileno()],
+    )
+    theirs.close()
+    ours.settimeout(30)
+    # The worker's stderr: a full pipe, so that the worker, which fails at once (there is no
+    # runtime directory), cannot end until this test reads it.
+    errors_r, errors_w = os.pipe()
+    os.set_blocking(errors_w, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(errors_w, b"x" * 4096)
+    os.set_blocking(errors_w, True)
+    stdout_r, stdout_w = os.pipe()
+    missing = tmp_path / "no-runtime"
+    argv = [
+        "--runtime-dir",
+        str(missing),
+        "--workdir",
+        str(tmp_path),
+        "--worker-id",
+        "w1",
+        "--incarnation",
+        "1",
+    ]
+    argv += ["--spill-dir", str(missing), "--shell", '["/bin/sh", "-c"]']
+    try:
+        assert json.loads(ours.recv(4096)) == {"ready": proc.pid}
+        socket.send_fds(ours, [json.dumps({"argv": argv, "env": {}}).encode()], [stdout_w, errors_w])
+        for fd in (stdout_w, errors_w):
+            os.close(fd)
+        assert sorted(json.loads(ours.recv(4096))) == ["pid"]
+        # The gateway stops reading without closing: the template's report of the exit finds
+        # the channel shut, while its poll never sees it end.
+        ours.shutdown(socket.SHUT_RD)
+        with os.fdopen(errors_r, "rb") as errors:
+            errors.read()  # to the end: the worker has written its last and exited
+        _, said = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and b"Traceback" not in said, said.decode(errors="replace")
+    finally:
+        ours.close()
+        os.close(stdout_r)
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
 def test_the_template_does_not_fork_while_it_has_a_thread() -> None:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     stop = threading.Event()
