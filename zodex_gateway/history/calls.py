@@ -68,15 +68,17 @@ def insert(conn: sqlite3.Connection, now: float, call: CallStart, *, seen: bool 
 
 
 def finish(conn: sqlite3.Connection, invocation_id: str, now: float, outcome: CallOutcome) -> int:
-    """The bytes of values it added (0: the call was already completed or is gone)."""
+    """The bytes of values it wrote (0: the call was already completed or is gone): the
+    whole row, since an UPDATE rewrites it with its arguments, and the file changes."""
     ok, result, error = outcome["ok"], outcome["result"], outcome.get("error")
     session_handle = outcome.get("session_handle")
     row = conn.execute(
-        "SELECT agent_id, started_at, session_handle, status FROM invocations WHERE id = ?", (invocation_id,)
+        "SELECT agent_id, started_at, session_handle, status, size FROM invocations WHERE id = ?",
+        (invocation_id,),
     ).fetchone()
     if row is None or row[3] not in (PENDING, INCOMPLETE):
         return 0
-    agent_id, started_at, handle, _ = row
+    agent_id, started_at, handle, _, size = row
     result_json, added = (None, 0) if result is None else dump_json(result)
     added += utf8_size(error)
     if handle is None and session_handle is not None:
@@ -98,7 +100,7 @@ def finish(conn: sqlite3.Connection, invocation_id: str, now: float, outcome: Ca
             invocation_id,
         ),
     )
-    return added + files
+    return int(size) + added + files
 
 
 def _insert_files(conn: sqlite3.Connection, invocation_id: str, files: Sequence[FileChange]) -> int:

@@ -96,16 +96,25 @@ class SizeLimit:
         self._unlogged = 0
         self._logged_at = float("-inf")
         self._failing = False
-        # Bytes the files may still grow by before they can be over the limit, from the
-        # last measure less what was written since at most. Threads update it without a
-        # lock: a lost update only measures the files a write later or sooner.
-        self._room = 0
+        # The room the files had under the limit at the last measure, and how much had
+        # been written (at most) by then. A write on another thread can land between a
+        # measure and the moment it is recorded, so the count is read before the files
+        # are measured: such a write is counted twice, never missed.
+        self._accounting = threading.Lock()
+        self._written = 0
+        self._measured_written = 0
+        self._measured_room = 0
 
     def over(self) -> bool:
         if self._max is None:
             return False
-        self._room = self._max - self._store.disk_bytes()
-        return self._room < 0
+        with self._accounting:
+            written = self._written
+        room = self._max - self._store.disk_bytes()
+        with self._accounting:
+            if written >= self._measured_written:  # an older measure never replaces a newer
+                self._measured_written, self._measured_room = written, room
+        return room < 0
 
     def wrote(self, at_most: int) -> None:
         """After a write on any thread that added at most ``at_most`` bytes to the files
@@ -113,8 +122,10 @@ class SizeLimit:
         it, wake the trimming thread."""
         if self._max is None or self._closing:
             return
-        self._room -= at_most
-        if self._room >= 0 or not self.over():
+        with self._accounting:
+            self._written += at_most
+            room = self._measured_room - (self._written - self._measured_written)
+        if room >= 0 or not self.over():
             return
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="zodex-history-trim", daemon=True)

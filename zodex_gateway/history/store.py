@@ -137,7 +137,9 @@ class HistoryStore:
                 self._files.reconcile({int(segment): int(length) for segment, length in lengths})
             if pending is None and not running:
                 return
-            with self._db.write("history cannot close calls left by a stopped runtime: {error}") as conn:
+            # Rewriting the rows rewrites their arguments too: measure, and trim, after it.
+            failure = "history cannot close calls left by a stopped runtime: {error}"
+            with self._db.write(failure, "enforce") as conn:
                 conn.execute(
                     f"UPDATE invocations SET status = ?, incomplete_reason = ? WHERE status = '{PENDING}'",
                     (INCOMPLETE, RUNTIME_STOPPED),
@@ -210,8 +212,8 @@ class HistoryStore:
         incomplete while it was in fact still running is completed normally."""
         now = self._clock()
         failure = f"history cannot complete call {invocation_id}: " + "{error}"
-        added = self._db.essential(failure, lambda conn: calls.finish(conn, invocation_id, now, outcome))
-        self._limit.wrote(written_at_most(added))
+        written = self._db.essential(failure, lambda conn: calls.finish(conn, invocation_id, now, outcome))
+        self._limit.wrote(written_at_most(written))
 
     def invocations(self, **match: Unpack[InvocationFilter]) -> list[Invocation]:
         """Matching invocations, newest last; ``workdir`` matches declared or real. See
@@ -345,8 +347,11 @@ class HistoryStore:
         return count
 
     def disk_bytes(self) -> int:
-        """Bytes the history takes on disk: the database file, its WAL, the output segments."""
-        return disk_bytes(self._counted) + self._files.disk_bytes
+        """Bytes the history takes on disk: the database file, its WAL, the output segments.
+        Measured under the database's lock: a checkpoint between the two ``stat`` calls
+        (another thread trimming) would count pages in neither file."""
+        with self._db.lock:
+            return disk_bytes(self._counted) + self._files.disk_bytes
 
     def compact(self) -> tuple[bool, int]:
         """Give free pages back to the file system, in steps, and checkpoint the WAL,

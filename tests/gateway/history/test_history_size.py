@@ -179,6 +179,25 @@ def test_calls_recorded_on_the_loop_are_trimmed_on_a_thread(history_dir: Path, c
         assert 2 <= len(store.invocations()) <= 4
 
 
+def test_completing_a_call_counts_the_arguments_its_row_rewrites(history_dir: Path, clock: Clock) -> None:
+    # Completing a call updates its row, and SQLite writes the whole row again, a 512 KiB
+    # patch included. Counted as a small write, the second completion takes the files over
+    # the limit while the size limit believes there is room, and no trim follows.
+    with HistoryStore(history_dir, clock=clock, max_bytes=2 * MIB) as store:
+        for n in range(2):
+            patch = f"*** Begin Patch {n}\n" + "+" * (512 * KIB)
+            call = store.begin(
+                agent_id=None,
+                tool_name="apply_patch",
+                args={"patch": patch},
+                declared_workdir=None,
+                real_workdir=None,
+            )
+            store.complete(call, ok=True, result="Success.")
+            clock.advance(1)
+        wait_until(lambda: store.disk_bytes() <= 2 * MIB, what="a trim once the completion crossed the limit")
+
+
 def test_many_small_calls_are_trimmed_too(history_dir: Path, clock: Clock) -> None:
     # Small writes measure the files only once what they may have added could reach the
     # limit: thousands of them must still come back under it.
