@@ -100,9 +100,10 @@ class Database:
             log.warning("history: the disk is full; using the space kept for completing calls")
             return self.run(failure, write)
 
-    def compact_step(self) -> tuple[int, bool, int]:
+    def compact_step(self, measure: Callable[[], int]) -> tuple[int, bool, int, int]:
         """Give up to one step of free pages back and checkpoint the WAL, truncating it:
-        (pages freed, WAL truncated, bytes still free)."""
+        (pages freed, WAL truncated, bytes still free, ``measure()`` right after, before
+        any other write could add to the files)."""
         with self.lock:
             conn = self.conn
             if conn is None:
@@ -113,7 +114,7 @@ class Database:
             except sqlite3.Error as exc:
                 cause = one_line(str(exc))
                 raise HistoryUnavailable(f"history cannot compact itself: {cause}", cause) from exc
-        return freed, truncated, free
+            return freed, truncated, free, measure()
 
 
 class _Transaction:

@@ -44,7 +44,7 @@ def written_at_most(value_bytes: int) -> int:
 class Trimmable(Protocol):
     def disk_bytes(self) -> int: ...
 
-    def compact(self) -> tuple[bool, int]: ...
+    def compact(self) -> tuple[bool, int, int]: ...
 
     def trim_marker(self) -> tuple[int, int]: ...
 
@@ -66,10 +66,13 @@ def trim_to_size(store: Trimmable, max_bytes: int, *, stuck: tuple[int, int] | N
     target = max(0, max_bytes - min(HEADROOM_BYTES, max_bytes // 8))
     deleted = 0
     while True:
-        truncated, free = store.compact()
+        truncated, free, size = store.compact()
         # Pages still free (incremental vacuum unavailable) are reused by new rows, so they
-        # do not count: deleting more could not shrink the file anyway.
-        size = store.disk_bytes() - free
+        # do not count: deleting more could not shrink the file anyway. The size is taken
+        # as the checkpoint ends: a call recorded meanwhile would sit in the WAL, counted
+        # there once for its begin and again for its completion, and more would be deleted
+        # than the limit asks for.
+        size -= free
         if not truncated:
             return Trimmed(deleted, size, None, wal_kept=True)
         if size <= target:
@@ -96,24 +99,23 @@ class SizeLimit:
         self._unlogged = 0
         self._logged_at = float("-inf")
         self._failing = False
-        # The room the files had under the limit at the last measure, and how much had
-        # been written (at most) by then. A write on another thread can land between a
-        # measure and the moment it is recorded, so the count is read before the files
-        # are measured: such a write is counted twice, never missed.
-        self._accounting = threading.Lock()
+        # Bytes written at most since the store opened, and (that count, the room under
+        # the limit) at the last measure. The count is read before the files are measured,
+        # so a write landing during a measure on another thread is counted twice, never
+        # missed; the pair is one tuple, so a reader never sees half of a new measure; and
+        # an older measure recorded after a newer one is only more cautious.
+        # The count is kept without a lock (a call's begin and completion both come here):
+        # two threads adding at once may lose one addition, which only measures the files
+        # a write later.
         self._written = 0
-        self._measured_written = 0
-        self._measured_room = 0
+        self._measured = (0, 0)
 
     def over(self) -> bool:
         if self._max is None:
             return False
-        with self._accounting:
-            written = self._written
+        written = self._written
         room = self._max - self._store.disk_bytes()
-        with self._accounting:
-            if written >= self._measured_written:  # an older measure never replaces a newer
-                self._measured_written, self._measured_room = written, room
+        self._measured = (written, room)
         return room < 0
 
     def wrote(self, at_most: int) -> None:
@@ -122,10 +124,9 @@ class SizeLimit:
         it, wake the trimming thread."""
         if self._max is None or self._closing:
             return
-        with self._accounting:
-            self._written += at_most
-            room = self._measured_room - (self._written - self._measured_written)
-        if room >= 0 or not self.over():
+        self._written += at_most
+        written, room = self._measured
+        if room - (self._written - written) >= 0 or not self.over():
             return
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="zodex-history-trim", daemon=True)

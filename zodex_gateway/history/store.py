@@ -351,17 +351,20 @@ class HistoryStore:
         Measured under the database's lock: a checkpoint between the two ``stat`` calls
         (another thread trimming) would count pages in neither file."""
         with self._db.lock:
-            return disk_bytes(self._counted) + self._files.disk_bytes
+            return self._disk_bytes_locked()
 
-    def compact(self) -> tuple[bool, int]:
+    def _disk_bytes_locked(self) -> int:  # the caller holds the database lock
+        return disk_bytes(self._counted) + self._files.disk_bytes
+
+    def compact(self) -> tuple[bool, int, int]:
         """Give free pages back to the file system, in steps, and checkpoint the WAL,
-        truncating it. Returns (WAL truncated, bytes still free): the WAL stays when
-        another process's reader holds it; pages stay free in a file without incremental
-        vacuum."""
+        truncating it. Returns (WAL truncated, bytes still free, bytes on disk as the
+        last checkpoint ended): the WAL stays when another process's reader holds it;
+        pages stay free in a file without incremental vacuum."""
         while True:
-            freed, truncated, free = self._db.compact_step()
+            freed, truncated, free, size = self._db.compact_step(self._disk_bytes_locked)
             if not truncated or not freed or not free:
-                return truncated, free
+                return truncated, free, size
 
     def trim_marker(self) -> tuple[int, int]:
         with self._db.read() as conn:
