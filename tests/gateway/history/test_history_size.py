@@ -162,19 +162,24 @@ def test_the_wal_is_truncated_and_space_given_back(
     assert len(limited.invocations()) == 1
 
 
+def patch_calls(store: HistoryStore, clock: Clock, count: int) -> None:
+    """``count`` completed apply_patch calls of 512 KiB each, a second apart."""
+    for n in range(count):
+        patch = f"*** Begin Patch {n}\n" + "+" * (512 * KIB)
+        call = store.begin(
+            agent_id=None,
+            tool_name="apply_patch",
+            args={"patch": patch},
+            declared_workdir=None,
+            real_workdir=None,
+        )
+        store.complete(call, ok=True, result="Success.")
+        clock.advance(1)
+
+
 def test_calls_recorded_on_the_loop_are_trimmed_on_a_thread(history_dir: Path, clock: Clock) -> None:
     with HistoryStore(history_dir, clock=clock, max_bytes=2 * MIB) as store:
-        for n in range(12):
-            patch = f"*** Begin Patch {n}\n" + "+" * (512 * KIB)
-            call = store.begin(
-                agent_id=None,
-                tool_name="apply_patch",
-                args={"patch": patch},
-                declared_workdir=None,
-                real_workdir=None,
-            )
-            store.complete(call, ok=True, result="Success.")
-            clock.advance(1)
+        patch_calls(store, clock, 12)
         wait_until(lambda: store.disk_bytes() <= 2 * MIB, what="the trimming thread to catch up")
         assert 2 <= len(store.invocations()) <= 4
 
@@ -184,17 +189,7 @@ def test_completing_a_call_counts_the_arguments_its_row_rewrites(history_dir: Pa
     # patch included. Counted as a small write, the second completion takes the files over
     # the limit while the size limit believes there is room, and no trim follows.
     with HistoryStore(history_dir, clock=clock, max_bytes=2 * MIB) as store:
-        for n in range(2):
-            patch = f"*** Begin Patch {n}\n" + "+" * (512 * KIB)
-            call = store.begin(
-                agent_id=None,
-                tool_name="apply_patch",
-                args={"patch": patch},
-                declared_workdir=None,
-                real_workdir=None,
-            )
-            store.complete(call, ok=True, result="Success.")
-            clock.advance(1)
+        patch_calls(store, clock, 2)
         wait_until(lambda: store.disk_bytes() <= 2 * MIB, what="a trim once the completion crossed the limit")
 
 
